@@ -1,0 +1,182 @@
+"""Job records, job types and retry policies: the data a queue stores.
+
+A :class:`JobType` ties a job's name to the class of its payload, so that mypy rejects
+a payload or handler of the wrong class. Payloads are stored as JSON text (as any queue
+that survives a restart must) and validated again when read back.
+
+Introduced in lesson 03.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import pydantic
+import pydantic_core
+
+from jobqueue.backoff import Backoff
+from jobqueue.errors import InvalidSettingError, PayloadError
+
+P = TypeVar("P")
+
+DEFAULT_MAX_ATTEMPTS = 5
+"""Attempts a job gets before it is dead-lettered, counting the first run."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """How often, and how far apart, a failing job is tried.
+
+    Args:
+        max_attempts: attempts in all, the first run included (>= 1). Default 5.
+        backoff: delay rule between attempts. Default 1 s base, 60 s cap.
+
+    Raises:
+        InvalidSettingError: if ``max_attempts`` is not an int >= 1.
+
+    Each job type deserves its own: a receipt that arrives hours late is still useful, a
+    login code five minutes late is not. Introduced in lesson 04.
+    """
+
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff: Backoff = field(default_factory=Backoff)
+
+    def __post_init__(self) -> None:
+        attempts = self.max_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise InvalidSettingError(f"max_attempts must be an int >= 1, got {self.max_attempts!r}")
+
+
+class JobType(Generic[P]):
+    """A kind of job: its name, the class of its payload, and optionally its retry policy.
+
+    Args:
+        name: the job's type as stored in the queue, e.g. ``"send_receipt"``.
+        payload_type: the payload class, typically a frozen dataclass of plain values
+            (ids, strings, numbers), never whole objects or secrets.
+        retry: this type's retry policy; ``None`` uses the queue's default.
+
+    Raises:
+        InvalidSettingError: if ``name`` is empty.
+
+    Introduced in lesson 03.
+    """
+
+    def __init__(self, name: str, payload_type: type[P], *, retry: RetryPolicy | None = None) -> None:
+        if not name:
+            raise InvalidSettingError(f"a job type needs a non-empty name, got {name!r}")
+        self.name = name
+        self.payload_type = payload_type
+        self.retry = retry
+        self._adapter: pydantic.TypeAdapter[P] = pydantic.TypeAdapter(payload_type)
+
+    def dump(self, payload: P) -> str:
+        """Serialise ``payload`` to JSON text for storage.
+
+        Raises:
+            PayloadError: if ``payload`` is not an instance of :attr:`payload_type` or
+                holds a value JSON cannot represent.
+        """
+        if not isinstance(payload, self.payload_type):
+            raise PayloadError(
+                f"job type {self.name!r} takes a {self.payload_type.__name__} payload, got {payload!r}"
+            )
+        try:
+            return self._adapter.dump_json(payload).decode()
+        except pydantic_core.PydanticSerializationError as exc:
+            raise PayloadError(
+                f"payload {payload!r} of job type {self.name!r} is not JSON-serialisable: {exc}"
+            ) from exc
+
+    def parse(self, data: str) -> P:
+        """Read a payload back from its stored JSON text, validating every field.
+
+        Raises:
+            PayloadError: if ``data`` is not valid JSON or does not match
+                :attr:`payload_type` (a missing field, a string where an int belongs...).
+        """
+        try:
+            return self._adapter.validate_json(data, strict=True)
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, err['loc'])) or 'payload'}: {err['msg']}" for err in exc.errors()
+            )
+            raise PayloadError(f"invalid {self.name!r} payload {data!r}: {problems}") from exc
+
+    def __repr__(self) -> str:
+        return f"JobType({self.name!r}, {self.payload_type.__name__})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """One job as the queue stores it. Times are in seconds on the queue's clock.
+
+    Attributes:
+        id: unique id; enqueueing an id the queue already holds is ignored.
+        type: the :attr:`JobType.name` of the job.
+        payload: the payload as JSON text.
+        attempts: runs started so far, counted when a worker claims the job.
+        max_attempts: runs allowed before the job is dead-lettered.
+        backoff: delay rule between this job's attempts.
+        run_at: earliest time the job may be claimed.
+        leased_until: while a worker holds it, the time its lease runs out; else ``None``.
+        last_error: the most recent failure, as ``"ErrorClass: message"``.
+
+    Introduced in lesson 03.
+    """
+
+    id: str
+    type: str
+    payload: str
+    attempts: int = 0
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff: Backoff = field(default_factory=Backoff)
+    run_at: float = 0.0
+    leased_until: float | None = None
+    last_error: str | None = None
+
+    def visible_at(self) -> float:
+        """Time from which a worker can claim this job: ``run_at``, or the lease's end."""
+        if self.leased_until is None:
+            return self.run_at
+        return max(self.run_at, self.leased_until)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lease:
+    """What :meth:`JobQueue.claim` hands a worker: the job and a token proving it holds it.
+
+    Pass the lease back to ``ack`` or ``fail``. Once the lease has expired and another
+    worker claimed the job, the token is stale and those calls raise
+    :class:`~jobqueue.errors.StaleLeaseError`. Introduced in lesson 03.
+    """
+
+    job: Job
+    token: str
+
+    @property
+    def expires_at(self) -> float:
+        """Time the lease runs out, in seconds on the queue's clock."""
+        assert self.job.leased_until is not None  # a claimed job always has a lease
+        return self.job.leased_until
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeadLetter:
+    """A job that will not be retried: its last record and when it died (seconds)."""
+
+    job: Job
+    died_at: float
+
+
+def check_positive_seconds(name: str, value: float) -> float:
+    """Return ``value`` if it is a finite number of seconds > 0.
+
+    Raises:
+        InvalidSettingError: naming ``name`` and the bad value.
+    """
+    if not (math.isfinite(value) and value > 0):
+        raise InvalidSettingError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    return value

@@ -1,0 +1,251 @@
+"""An in-memory job queue with leases (visibility timeouts), retries and dead letters.
+
+The life of a job: ``enqueue`` makes it *waiting*; ``claim`` hands it to one worker and
+hides it for the visibility timeout (it is *leased*); the worker then ``ack``s it (done,
+deleted) or ``fail``s it (waiting again after a backoff delay, or *dead*). A worker that
+crashes does neither: when the lease runs out the job is waiting again and the next claim
+hands it out as a new attempt. Only an ack removes a job, so delivery is at-least-once.
+The model is Amazon SQS's (visibility timeout, receipt handle, maxReceiveCount and a
+dead-letter queue).
+
+Everything is kept in this process's memory and lost when it ends.
+
+Introduced in lesson 03.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random as _random
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Literal, TypeVar
+
+from jobqueue.backoff import RandomFn
+from jobqueue.clock import Clock
+from jobqueue.errors import StaleLeaseError, describe_error
+from jobqueue.job import DeadLetter, Job, JobType, Lease, RetryPolicy, check_positive_seconds
+
+P = TypeVar("P")
+
+FailOutcome = Literal["retry", "dead"]
+"""What :meth:`JobQueue.fail` did with the job."""
+
+DEFAULT_VISIBILITY_TIMEOUT_S = 30.0
+"""How long a claimed job stays hidden from other workers, in seconds (SQS's default)."""
+
+
+class JobQueue:
+    """A job queue held in memory, with leases, retries with backoff, and dead letters.
+
+    Args:
+        clock: where the queue reads the time (seconds).
+        visibility_timeout_s: how long a claim hides a job, in seconds (> 0); must exceed
+            the slowest normal run of a job, or healthy jobs run twice. Default 30 s.
+        retry: retry policy of job types that do not bring their own.
+        random: source of jitter for retry delays, returning floats in ``[0, 1]``.
+        new_id: makes ids for jobs enqueued without one; default ``"job-1"``,
+            ``"job-2"``...
+
+    Raises:
+        InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0.
+
+    Cost: ``enqueue``, ``claim``, ``ack`` and ``fail`` take O(log n) time for n jobs in the
+    queue (a heap ordered by the time each job becomes claimable). Introduced in lesson 03.
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        random: RandomFn = _random.random,
+        new_id: Callable[[], str] | None = None,
+    ) -> None:
+        self.clock = clock
+        self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
+        self.retry = retry if retry is not None else RetryPolicy()
+        self._random = random
+        counter = itertools.count(1)
+        self._new_id = new_id if new_id is not None else (lambda: f"job-{next(counter)}")
+        self._jobs: dict[str, Job] = {}
+        self._tokens: dict[str, str] = {}  # job id -> token of the lease now held
+        self._dead: dict[str, DeadLetter] = {}
+        # Heap of (visible_at, order, job id, version). An entry whose version is not the
+        # job's current one is stale and skipped when it reaches the top.
+        self._heap: list[tuple[float, int, str, int]] = []
+        self._versions: dict[str, int] = {}
+        self._order = itertools.count()
+        self._lease_serial = itertools.count(1)
+
+    # -- producer side -------------------------------------------------------------
+
+    def enqueue(self, job_type: JobType[P], payload: P, *, id: str | None = None) -> Job:
+        """Add a job, waiting from now on, and return its record.
+
+        Args:
+            job_type: the job's type; its retry policy (or the queue's) is stored with it.
+            payload: an instance of ``job_type.payload_type``.
+            id: the job's id. If the queue already holds a job with this id (waiting,
+                leased or dead), nothing is added and that job is returned: a producer
+                that retries its enqueue makes no duplicate.
+
+        Raises:
+            PayloadError: if the payload is of the wrong class or not JSON-serialisable.
+        """
+        if id is not None:
+            existing = self._jobs.get(id) or (self._dead[id].job if id in self._dead else None)
+            if existing is not None:
+                return existing
+        data = job_type.dump(payload)
+        job_id = id if id is not None else self._fresh_id()
+        policy = job_type.retry or self.retry
+        job = Job(
+            id=job_id,
+            type=job_type.name,
+            payload=data,
+            max_attempts=policy.max_attempts,
+            backoff=policy.backoff,
+            run_at=self.clock.now(),
+        )
+        self._store(job)
+        return job
+
+    # -- worker side ---------------------------------------------------------------
+
+    def claim(self) -> Lease | None:
+        """Lease the job that has been claimable longest, or return ``None`` if none is due.
+
+        The claim counts as an attempt (a worker that crashes mid-job still used one) and
+        hides the job for :attr:`visibility_timeout_s`. A job whose final attempt's lease
+        ran out is dead-lettered here instead of being handed out again.
+        """
+        now = self.clock.now()
+        while self._heap:
+            visible_at, _, job_id, version = self._heap[0]
+            if self._versions.get(job_id) != version:
+                heapq.heappop(self._heap)
+                continue
+            if visible_at > now:
+                return None
+            heapq.heappop(self._heap)
+            job = self._jobs[job_id]
+            if job.attempts >= job.max_attempts:
+                lost = f"LeaseExpired: final attempt {job.attempts} was neither acked nor failed in time"
+                self._bury(replace(job, leased_until=None, last_error=lost), now)
+                continue
+            leased = replace(job, attempts=job.attempts + 1, leased_until=now + self.visibility_timeout_s)
+            token = f"lease-{next(self._lease_serial)}"
+            self._tokens[job_id] = token
+            self._store(leased)
+            return Lease(job=leased, token=token)
+        return None
+
+    def ack(self, lease: Lease) -> None:
+        """Mark the leased job done: it leaves the queue for good.
+
+        An ack after the lease ran out still counts as long as no other worker claimed the
+        job in between (as with SQS receipt handles).
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
+                changes.
+        """
+        self._check_holder(lease)
+        job_id = lease.job.id
+        del self._jobs[job_id], self._tokens[job_id], self._versions[job_id]
+
+    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
+        """Record a failed attempt; retry the job later or move it to the dead letters.
+
+        Args:
+            lease: what :meth:`claim` returned.
+            error: the exception (stored as ``"ErrorClass: message"``) or a message.
+            permanent: ``True`` when retrying cannot help: the job dies now.
+
+        Returns:
+            ``"retry"``: waiting again, claimable after ``backoff.delay_s(attempts)``
+            seconds; ``"dead"``: moved to the dead-letter queue (permanent, or its last
+            attempt).
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
+                changes.
+        """
+        self._check_holder(lease)
+        now = self.clock.now()
+        job = self._jobs[lease.job.id]
+        message = error if isinstance(error, str) else describe_error(error)
+        failed = replace(job, leased_until=None, last_error=message)
+        if permanent or job.attempts >= job.max_attempts:
+            self._bury(failed, now)
+            return "dead"
+        run_at = now + job.backoff.delay_s(job.attempts, self._random)  # may raise: change nothing before
+        del self._tokens[job.id]
+        self._store(replace(failed, run_at=run_at))
+        return "retry"
+
+    # -- looking inside ------------------------------------------------------------
+
+    def get(self, job_id: str) -> Job | None:
+        """The record of a waiting or leased job, or ``None`` (done, dead or never seen)."""
+        return self._jobs.get(job_id)
+
+    def jobs(self) -> list[Job]:
+        """Records of every waiting or leased job, in the order they become claimable."""
+        return sorted(self._jobs.values(), key=lambda job: (job.visible_at(), job.id))
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """The dead-letter queue: jobs that will not be retried, oldest death first."""
+        return sorted(self._dead.values(), key=lambda dead: (dead.died_at, dead.job.id))
+
+    def next_visible_at(self) -> float | None:
+        """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""
+        while self._heap and self._versions.get(self._heap[0][2]) != self._heap[0][3]:
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    def __len__(self) -> int:
+        """Number of waiting or leased jobs (dead ones not included)."""
+        return len(self._jobs)
+
+    def __repr__(self) -> str:
+        return f"JobQueue({len(self._jobs)} jobs, {len(self._dead)} dead, now={self.clock.now():g}s)"
+
+    # -- internals -----------------------------------------------------------------
+
+    def _fresh_id(self) -> str:
+        job_id = self._new_id()
+        while job_id in self._jobs or job_id in self._dead:
+            job_id = self._new_id()
+        return job_id
+
+    def _store(self, job: Job) -> None:
+        version = self._versions.get(job.id, 0) + 1
+        self._versions[job.id] = version
+        self._jobs[job.id] = job
+        heapq.heappush(self._heap, (job.visible_at(), next(self._order), job.id, version))
+
+    def _bury(self, job: Job, now: float) -> None:
+        del self._jobs[job.id], self._versions[job.id]
+        self._tokens.pop(job.id, None)
+        self._dead[job.id] = DeadLetter(job=job, died_at=now)
+
+    def _check_holder(self, lease: Lease) -> None:
+        job_id = lease.job.id
+        current = self._tokens.get(job_id)
+        if current == lease.token:
+            return
+        if job_id not in self._jobs:
+            raise StaleLeaseError(
+                f"lease {lease.token} on job {job_id!r} is stale: the job is no longer in the queue"
+                " (acked or dead-lettered)"
+            )
+        attempt = self._jobs[job_id].attempts
+        held = f"held now as {current} (attempt {attempt})" if current else "not leased now"
+        raise StaleLeaseError(
+            f"lease {lease.token} on job {job_id!r} (attempt {lease.job.attempts}) is stale:"
+            f" the job is {held}"
+        )
