@@ -195,7 +195,8 @@ class JobQueue:
 
     def jobs(self) -> list[Job]:
         """Records of every waiting or leased job, in the order they become claimable."""
-        return sorted(self._jobs.values(), key=lambda job: (job.visible_at(), job.id))
+        current = sorted(entry for entry in self._heap if self._versions.get(entry[2]) == entry[3])
+        return [self._jobs[job_id] for _, _, job_id, _ in current]
 
     def dead_letters(self) -> list[DeadLetter]:
         """The dead-letter queue: jobs that will not be retried, oldest death first."""

@@ -1,0 +1,42 @@
+# The course's two commands: `make lab` (set up and open the course) and `make test`
+# (set up and run every check). Both create .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup lab test check notebooks exercises bench
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --allow-root lessons/00_why_queues.ipynb
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/python -m jobqueue.teaching.exercises verify
+	$(BIN)/python -m pytest tests lessons solutions --nbval --nbval-current-env
+
+# make check EX=02_backoff : check one exercise, ends with a PASS/FAIL line
+check: $(STAMP)
+	@test -n "$(EX)" || { echo "usage: make check EX=02_backoff"; exit 2; }
+	@$(BIN)/python -m jobqueue.teaching.exercises check $(EX)
+
+# Re-run lessons and solutions, storing normalised outputs, then regenerate exercises/.
+notebooks: $(STAMP)
+	$(BIN)/python -m jobqueue.teaching.notebooks run lessons/*.ipynb solutions/*.ipynb
+	$(BIN)/python -m jobqueue.teaching.exercises build
+
+exercises: $(STAMP)
+	$(BIN)/python -m jobqueue.teaching.exercises build
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/queue_throughput.py
