@@ -2,7 +2,6 @@
 
 import re
 import tomllib
-
 from pathlib import Path
 
 import yaml

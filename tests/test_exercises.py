@@ -94,7 +94,9 @@ def test_saved_wrong_answer_fails_even_with_expected_outputs_pasted_in(tmp_path:
 
     code, lines = run_check(target, cwd=tmp_path)
     assert code == 1
-    assert "CheckFailed: 6 attempts, base 2 s, cap 10 s: expected [0, 2, 6, 14, 24, 34], got" in "\n".join(lines)
+    assert "CheckFailed: 6 attempts, base 2 s, cap 10 s: expected [0, 2, 6, 14, 24, 34], got" in "\n".join(
+        lines
+    )
     assert "CheckFailed: login codes: last attempt by t=30 s: expected True, got False" in "\n".join(lines)
     assert lines[-1].startswith(f"FAIL {name}: ")
 

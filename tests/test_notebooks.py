@@ -29,7 +29,9 @@ def test_rerun_reproduces_committed_notebook(path: Path) -> None:
     committed = path.read_text(encoding="utf-8")
     fresh = dumps(execute(copy.deepcopy(read(path)), path.parent))
     if fresh != committed:
-        diff = difflib.unified_diff(committed.splitlines(), fresh.splitlines(), "committed", "re-run", lineterm="")
+        diff = difflib.unified_diff(
+            committed.splitlines(), fresh.splitlines(), "committed", "re-run", lineterm=""
+        )
         pytest.fail("re-running changed the notebook:\n" + "\n".join(list(diff)[:40]))
 
 

@@ -62,7 +62,7 @@ class ManualClock:
 
         Raises:
             InvalidSettingError: if ``seconds`` is negative or not finite (time never runs
-                backwards; a queue that saw it would hand out jobs twice).
+                backwards: leases that had ended would come back to life).
         """
         if not math.isfinite(seconds) or seconds < 0:
             raise InvalidSettingError(
