@@ -86,7 +86,7 @@ class Backoff:
         doublings = attempt - 1
         if doublings >= math.log2(self.cap_s) - math.log2(self.base_s):
             return self.cap_s
-        return min(self.cap_s, self.base_s * 2.0**doublings)
+        return min(self.cap_s, math.ldexp(self.base_s, doublings))  # below the cap: no overflow
 
     def delay_s(self, attempt: int, random: RandomFn) -> float:
         """Seconds to wait after failed attempt ``attempt``: ``ceiling/2 + random()*ceiling/2``.

@@ -73,22 +73,31 @@ class JobType(Generic[P]):
         self._adapter: pydantic.TypeAdapter[P] = pydantic.TypeAdapter(payload_type)
 
     def dump(self, payload: P) -> str:
-        """Serialise ``payload`` to JSON text for storage.
+        """Serialise ``payload`` to JSON text for storage, checking it reads back.
 
         Raises:
-            PayloadError: if ``payload`` is not an instance of :attr:`payload_type` or
-                holds a value JSON cannot represent.
+            PayloadError: if ``payload`` is not an instance of :attr:`payload_type`, holds
+                a value JSON cannot represent, or would not read back as valid (a NaN
+                float, for one, becomes JSON ``null``).
         """
         if not isinstance(payload, self.payload_type):
             raise PayloadError(
                 f"job type {self.name!r} takes a {self.payload_type.__name__} payload, got {payload!r}"
             )
         try:
-            return self._adapter.dump_json(payload).decode()
+            data = self._adapter.dump_json(payload).decode()
         except pydantic_core.PydanticSerializationError as exc:
             raise PayloadError(
                 f"payload {payload!r} of job type {self.name!r} is not JSON-serialisable: {exc}"
             ) from exc
+        try:
+            self._adapter.validate_json(data, strict=True)
+        except pydantic.ValidationError as exc:
+            raise PayloadError(
+                f"payload {payload!r} of job type {self.name!r} would not read back from JSON {data!r}:"
+                f" {_problems(exc)}"
+            ) from exc
+        return data
 
     def parse(self, data: str) -> P:
         """Read a payload back from its stored JSON text, validating every field.
@@ -100,13 +109,14 @@ class JobType(Generic[P]):
         try:
             return self._adapter.validate_json(data, strict=True)
         except pydantic.ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(map(str, err['loc'])) or 'payload'}: {err['msg']}" for err in exc.errors()
-            )
-            raise PayloadError(f"invalid {self.name!r} payload {data!r}: {problems}") from exc
+            raise PayloadError(f"invalid {self.name!r} payload {data!r}: {_problems(exc)}") from exc
 
     def __repr__(self) -> str:
         return f"JobType({self.name!r}, {self.payload_type.__name__})"
+
+
+def _problems(exc: pydantic.ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, err['loc'])) or 'payload'}: {err['msg']}" for err in exc.errors())
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -73,11 +73,11 @@ class JobQueue:
         self._jobs: dict[str, Job] = {}
         self._tokens: dict[str, str] = {}  # job id -> token of the lease now held
         self._dead: dict[str, DeadLetter] = {}
-        # Heap of (visible_at, order, job id, version). An entry whose version is not the
-        # job's current one is stale and skipped when it reaches the top.
-        self._heap: list[tuple[float, int, str, int]] = []
-        self._versions: dict[str, int] = {}
-        self._order = itertools.count()
+        # Heap of (visible_at, serial, job id); serials are unique for the queue's life. An
+        # entry whose serial is not its job's current one is stale, skipped when it surfaces.
+        self._heap: list[tuple[float, int, str]] = []
+        self._current: dict[str, int] = {}
+        self._serial = itertools.count()
         self._lease_serial = itertools.count(1)
 
     # -- producer side -------------------------------------------------------------
@@ -124,8 +124,8 @@ class JobQueue:
         """
         now = self.clock.now()
         while self._heap:
-            visible_at, _, job_id, version = self._heap[0]
-            if self._versions.get(job_id) != version:
+            visible_at, serial, job_id = self._heap[0]
+            if self._current.get(job_id) != serial:
                 heapq.heappop(self._heap)
                 continue
             if visible_at > now:
@@ -155,7 +155,7 @@ class JobQueue:
         """
         self._check_holder(lease)
         job_id = lease.job.id
-        del self._jobs[job_id], self._tokens[job_id], self._versions[job_id]
+        del self._jobs[job_id], self._tokens[job_id], self._current[job_id]
 
     def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
         """Record a failed attempt; retry the job later or move it to the dead letters.
@@ -195,8 +195,8 @@ class JobQueue:
 
     def jobs(self) -> list[Job]:
         """Records of every waiting or leased job, in the order they become claimable."""
-        current = sorted(entry for entry in self._heap if self._versions.get(entry[2]) == entry[3])
-        return [self._jobs[job_id] for _, _, job_id, _ in current]
+        live = sorted(entry for entry in self._heap if self._current.get(entry[2]) == entry[1])
+        return [self._jobs[job_id] for _, _, job_id in live]
 
     def dead_letters(self) -> list[DeadLetter]:
         """The dead-letter queue: jobs that will not be retried, oldest death first."""
@@ -204,7 +204,7 @@ class JobQueue:
 
     def next_visible_at(self) -> float | None:
         """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""
-        while self._heap and self._versions.get(self._heap[0][2]) != self._heap[0][3]:
+        while self._heap and self._current.get(self._heap[0][2]) != self._heap[0][1]:
             heapq.heappop(self._heap)
         return self._heap[0][0] if self._heap else None
 
@@ -224,13 +224,13 @@ class JobQueue:
         return job_id
 
     def _store(self, job: Job) -> None:
-        version = self._versions.get(job.id, 0) + 1
-        self._versions[job.id] = version
+        serial = next(self._serial)
+        self._current[job.id] = serial
         self._jobs[job.id] = job
-        heapq.heappush(self._heap, (job.visible_at(), next(self._order), job.id, version))
+        heapq.heappush(self._heap, (job.visible_at(), serial, job.id))
 
     def _bury(self, job: Job, now: float) -> None:
-        del self._jobs[job.id], self._versions[job.id]
+        del self._jobs[job.id], self._current[job.id]
         self._tokens.pop(job.id, None)
         self._dead[job.id] = DeadLetter(job=job, died_at=now)
 

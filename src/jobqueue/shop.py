@@ -26,9 +26,9 @@ KOBO_PER_POINT = 10_000
 
 
 def naira(kobo: int) -> str:
-    """Format an amount in kobo as naira: ``naira(2_042_500) == "₦20,425"``."""
-    whole, part = divmod(kobo, KOBO_PER_NAIRA)
-    return f"₦{whole:,}" + (f".{part:02d}" if part else "")
+    """Format an amount in kobo as naira: ``naira(2_042_500) == "₦20,425"``, ``naira(-150) == "-₦1.50"``."""
+    whole, part = divmod(abs(kobo), KOBO_PER_NAIRA)
+    return ("-" if kobo < 0 else "") + f"₦{whole:,}" + (f".{part:02d}" if part else "")
 
 
 def loyalty_points(total_kobo: int) -> int:

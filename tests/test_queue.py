@@ -1,0 +1,668 @@
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import jobqueue as jq
+from jobqueue import (
+    Backoff,
+    InvalidSettingError,
+    JobQueue,
+    JobType,
+    ManualClock,
+    PayloadError,
+    RetryPolicy,
+    StaleLeaseError,
+)
+from jobqueue.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
+
+RECEIPT = ReceiptPayload(order_id=1001, email="customer@example.com")
+
+
+def invoice(order_id: int = 1001) -> InvoicePayload:
+    return InvoicePayload(order_id=order_id)
+
+
+def make_queue(clock: ManualClock, **kwargs: Any) -> JobQueue:
+    kwargs.setdefault("random", lambda: 1.0)
+    return JobQueue(clock, **kwargs)
+
+
+def snapshot(queue: JobQueue) -> tuple[object, ...]:
+    """Everything the queue shows about itself; equal before and after a call that changed nothing."""
+    return (queue.jobs(), queue.dead_letters(), len(queue), queue.next_visible_at())
+
+
+# -- settings ------------------------------------------------------------------------
+
+
+def test_defaults() -> None:
+    queue = JobQueue(ManualClock())
+    assert queue.visibility_timeout_s == jq.DEFAULT_VISIBILITY_TIMEOUT_S == 30.0
+    assert queue.retry == RetryPolicy() == RetryPolicy(max_attempts=5, backoff=Backoff(base_s=1, cap_s=60))
+    assert jq.DEFAULT_MAX_ATTEMPTS == 5
+
+
+@pytest.mark.parametrize(("timeout", "shown"), [(0, "0"), (-1, "-1"), (math.nan, "nan"), (math.inf, "inf")])
+def test_visibility_timeout_must_be_finite_and_positive(timeout: float, shown: str) -> None:
+    with pytest.raises(InvalidSettingError) as info:
+        JobQueue(ManualClock(), visibility_timeout_s=timeout)
+    assert "visibility_timeout_s" in str(info.value)
+    assert f"got {shown}" in str(info.value)
+
+
+@pytest.mark.parametrize("max_attempts", [0, -1, True, 1.5])
+def test_retry_policy_max_attempts_must_be_an_int_of_at_least_one(max_attempts: Any) -> None:
+    with pytest.raises(InvalidSettingError) as info:
+        RetryPolicy(max_attempts=max_attempts)
+    assert "max_attempts" in str(info.value)
+    assert f"got {max_attempts!r}" in str(info.value)
+
+
+def test_job_type_needs_a_name() -> None:
+    with pytest.raises(InvalidSettingError, match="''"):
+        JobType("", InvoicePayload)
+
+
+def test_error_classes_share_one_root_and_the_builtin_kinds() -> None:
+    assert issubclass(jq.InvalidSettingError, ValueError)
+    assert issubclass(jq.PayloadError, ValueError)
+    assert issubclass(jq.UnknownJobTypeError, LookupError)
+    for error in (
+        jq.InvalidSettingError,
+        jq.PayloadError,
+        jq.UnknownJobTypeError,
+        jq.StaleLeaseError,
+        jq.PermanentJobError,
+    ):
+        assert issubclass(error, jq.JobQueueError)
+
+
+# -- payloads ------------------------------------------------------------------------
+
+
+def test_payload_round_trips_through_json() -> None:
+    text = SEND_RECEIPT.dump(RECEIPT)
+    assert text == '{"order_id":1001,"email":"customer@example.com"}'
+    assert SEND_RECEIPT.parse(text) == RECEIPT
+
+
+def test_parse_rejects_stored_data_that_does_not_validate() -> None:
+    with pytest.raises(PayloadError) as info:
+        SEND_RECEIPT.parse('{"order_id": "1001", "email": "customer@example.com"}')
+    assert "order_id" in str(info.value)
+    assert "'send_receipt'" in str(info.value)
+    with pytest.raises(PayloadError, match="email"):
+        SEND_RECEIPT.parse('{"order_id": 1001}')
+    with pytest.raises(PayloadError, match="not json"):
+        SEND_RECEIPT.parse("not json")
+
+
+@dataclass(frozen=True)
+class Opaque:
+    thing: object
+
+
+@dataclass(frozen=True)
+class Measurement:
+    value: float
+
+
+def test_enqueue_rejects_a_payload_of_the_wrong_class_and_changes_nothing() -> None:
+    queue = make_queue(ManualClock())
+    queue.enqueue(SEND_RECEIPT, RECEIPT, id="receipt-1001")
+    before = snapshot(queue)
+    wrong: Any = invoice(1002)  # mypy would catch this; the queue must too
+    with pytest.raises(PayloadError) as info:
+        queue.enqueue(SEND_RECEIPT, wrong, id="receipt-1002")
+    assert "InvoicePayload(order_id=1002)" in str(info.value)
+    assert "ReceiptPayload" in str(info.value)
+    assert snapshot(queue) == before
+    assert queue.get("receipt-1002") is None
+
+
+def test_enqueue_rejects_a_payload_json_cannot_hold_and_changes_nothing() -> None:
+    opaque = JobType("opaque", Opaque)
+    queue = make_queue(ManualClock())
+    before = snapshot(queue)
+    with pytest.raises(PayloadError) as info:
+        queue.enqueue(opaque, Opaque(thing=object()))
+    assert "not JSON-serialisable" in str(info.value)
+    assert "Opaque(thing=<object object" in str(info.value)
+    assert snapshot(queue) == before
+    # The rejected enqueue did not use up an id either.
+    assert queue.enqueue(RENDER_INVOICE, invoice()).id == "job-1"
+
+
+def test_enqueue_rejects_a_nan_payload() -> None:
+    queue = make_queue(ManualClock())
+    with pytest.raises(PayloadError):
+        queue.enqueue(JobType("measure", Measurement), Measurement(value=math.nan))
+
+
+# -- enqueue ----------------------------------------------------------------------------
+
+
+def test_enqueue_stores_a_waiting_job_due_now() -> None:
+    clock = ManualClock(5)
+    queue = make_queue(clock)
+    job = queue.enqueue(RENDER_INVOICE, invoice(), id="invoice-1001")
+    assert job == jq.Job(
+        id="invoice-1001",
+        type="render_invoice",
+        payload='{"order_id":1001}',
+        attempts=0,
+        max_attempts=5,
+        backoff=Backoff(),
+        run_at=5.0,
+        leased_until=None,
+        last_error=None,
+    )
+    assert queue.get("invoice-1001") == job
+    assert queue.jobs() == [job]
+    assert len(queue) == 1
+    assert queue.next_visible_at() == 5.0
+
+
+def test_enqueue_makes_ids_when_none_is_given_skipping_ids_in_use() -> None:
+    queue = make_queue(ManualClock())
+    queue.enqueue(RENDER_INVOICE, invoice(1), id="job-2")
+    assert [queue.enqueue(RENDER_INVOICE, invoice(n)).id for n in (2, 3)] == ["job-1", "job-3"]
+
+
+def test_enqueue_uses_a_custom_id_maker() -> None:
+    ids = iter(["a", "b"])
+    queue = make_queue(ManualClock(), new_id=lambda: next(ids))
+    assert queue.enqueue(RENDER_INVOICE, invoice()).id == "a"
+
+
+def test_job_type_retry_policy_wins_over_the_queue_default() -> None:
+    policy = RetryPolicy(max_attempts=2, backoff=Backoff(base_s=10, cap_s=20))
+    login_code = JobType("login_code", ReceiptPayload, retry=policy)
+    queue = make_queue(ManualClock(), retry=RetryPolicy(max_attempts=9))
+    own = queue.enqueue(login_code, RECEIPT)
+    default = queue.enqueue(RENDER_INVOICE, invoice())
+    assert (own.max_attempts, own.backoff) == (2, Backoff(base_s=10, cap_s=20))
+    assert (default.max_attempts, default.backoff) == (9, Backoff())
+
+
+def test_enqueue_with_an_id_already_waiting_leased_or_dead_is_ignored() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    first = queue.enqueue(RENDER_INVOICE, invoice(1), id="waiting")
+    assert queue.enqueue(RENDER_INVOICE, invoice(2), id="waiting") == first
+
+    queue.enqueue(RENDER_INVOICE, invoice(3), id="leased")
+    queue.enqueue(RENDER_INVOICE, invoice(4), id="dead")
+    queue.claim()  # "waiting" is handed out first; claim the other two as well
+    leased = queue.claim()
+    dead = queue.claim()
+    assert leased is not None and dead is not None
+    queue.fail(dead, "boom", permanent=True)
+
+    before = snapshot(queue)
+    assert queue.enqueue(RENDER_INVOICE, invoice(5), id="leased") == leased.job
+    assert queue.enqueue(RENDER_INVOICE, invoice(6), id="dead").last_error == "boom"
+    assert snapshot(queue) == before
+
+
+# -- claim ------------------------------------------------------------------------------
+
+
+def test_claim_on_an_empty_queue_returns_none() -> None:
+    queue = make_queue(ManualClock())
+    assert queue.claim() is None
+    assert queue.next_visible_at() is None
+
+
+def test_claim_counts_the_attempt_and_leases_for_the_visibility_timeout() -> None:
+    clock = ManualClock(2)
+    queue = make_queue(clock, visibility_timeout_s=10)
+    queue.enqueue(RENDER_INVOICE, invoice(), id="invoice-1001")
+    lease = queue.claim()
+    assert lease is not None
+    assert lease.job.id == "invoice-1001"
+    assert lease.job.attempts == 1
+    assert lease.job.leased_until == lease.expires_at == 12.0
+    assert queue.get("invoice-1001") == lease.job
+    assert queue.claim() is None
+    assert queue.next_visible_at() == 12.0
+
+
+def test_claim_is_fifo_among_jobs_due_at_the_same_time() -> None:
+    queue = make_queue(ManualClock())
+    for name in ("c", "a", "b", "d"):
+        queue.enqueue(RENDER_INVOICE, invoice(), id=name)
+    claimed = []
+    while (lease := queue.claim()) is not None:
+        claimed.append(lease.job.id)
+    assert claimed == ["c", "a", "b", "d"]
+
+
+def test_claim_hands_out_the_job_due_earliest_first() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    queue.enqueue(RENDER_INVOICE, invoice(), id="retried")
+    lease = queue.claim()
+    assert lease is not None
+    assert queue.fail(lease, "boom") == "retry"  # due again at t=1
+    clock.advance(0.5)
+    queue.enqueue(RENDER_INVOICE, invoice(), id="newer")  # due at t=0.5
+    clock.advance(0.5)
+    assert [queue.claim().job.id, queue.claim().job.id] == ["newer", "retried"]  # type: ignore[union-attr]
+
+
+def test_unacked_job_comes_back_when_its_lease_runs_out() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    queue.enqueue(RENDER_INVOICE, invoice(), id="invoice-1001")
+    assert queue.claim() is not None
+    clock.advance(29.999)
+    assert queue.claim() is None
+    clock.advance(0.001)
+    assert clock.now() == 30.0
+    again = queue.claim()
+    assert again is not None
+    assert (again.job.id, again.job.attempts, again.expires_at) == ("invoice-1001", 2, 60.0)
+
+
+def test_job_whose_final_lease_expires_is_dead_lettered_at_the_next_claim() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock, retry=RetryPolicy(max_attempts=2))
+    queue.enqueue(RENDER_INVOICE, invoice(1), id="crashy")
+    assert queue.claim() is not None  # attempt 1: the worker crashes
+    clock.advance(30)
+    assert queue.claim() is not None  # attempt 2: the worker crashes again
+    clock.advance(30)
+    queue.enqueue(RENDER_INVOICE, invoice(2), id="healthy")
+    assert queue.next_visible_at() == 60.0
+
+    lease = queue.claim()  # not a third attempt of "crashy"
+    assert lease is not None and lease.job.id == "healthy"
+    [dead] = queue.dead_letters()
+    assert dead.died_at == 60.0
+    assert dead.job.id == "crashy"
+    assert dead.job.attempts == 2
+    assert dead.job.leased_until is None
+    assert dead.job.last_error is not None
+    assert dead.job.last_error.startswith("LeaseExpired")
+    assert queue.get("crashy") is None
+    assert [job.id for job in queue.jobs()] == ["healthy"]
+
+
+# -- ack and fail -----------------------------------------------------------------------
+
+
+def test_ack_removes_the_job_for_good() -> None:
+    queue = make_queue(ManualClock())
+    queue.enqueue(RENDER_INVOICE, invoice(), id="invoice-1001")
+    lease = queue.claim()
+    assert lease is not None
+    queue.ack(lease)
+    assert (len(queue), queue.jobs(), queue.dead_letters(), queue.get("invoice-1001")) == (0, [], [], None)
+    assert queue.claim() is None
+
+
+def test_ack_after_the_lease_ran_out_counts_if_nobody_claimed_meanwhile() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    queue.enqueue(RENDER_INVOICE, invoice(), id="slow")
+    lease = queue.claim()
+    assert lease is not None
+    clock.advance(45)
+    queue.ack(lease)
+    assert len(queue) == 0
+    assert queue.claim() is None
+
+
+def test_ack_twice_raises_stale_lease() -> None:
+    queue = make_queue(ManualClock())
+    queue.enqueue(RENDER_INVOICE, invoice(), id="invoice-1001")
+    lease = queue.claim()
+    assert lease is not None
+    queue.ack(lease)
+    with pytest.raises(StaleLeaseError) as info:
+        queue.ack(lease)
+    assert "'invoice-1001'" in str(info.value)
+    assert lease.token in str(info.value)
+    with pytest.raises(StaleLeaseError):
+        queue.fail(lease, "late")
+    assert snapshot(queue) == ([], [], 0, None)
+
+
+def test_a_worker_whose_lease_was_taken_over_can_neither_ack_nor_fail() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    queue.enqueue(RENDER_INVOICE, invoice(), id="invoice-1001")
+    lease_a = queue.claim()
+    assert lease_a is not None
+    clock.advance(30)
+    lease_b = queue.claim()
+    assert lease_b is not None
+    assert lease_b.job.attempts == 2
+    assert lease_b.token != lease_a.token
+
+    before = snapshot(queue)
+    with pytest.raises(StaleLeaseError) as info:
+        queue.ack(lease_a)
+    assert "attempt 2" in str(info.value)
+    assert lease_b.token in str(info.value)
+    assert snapshot(queue) == before
+    with pytest.raises(StaleLeaseError):
+        queue.fail(lease_a, RuntimeError("late"))
+    with pytest.raises(StaleLeaseError):
+        queue.fail(lease_a, RuntimeError("late"), permanent=True)
+    assert snapshot(queue) == before
+    assert queue.get("invoice-1001") == lease_b.job
+
+    queue.ack(lease_b)
+    assert len(queue) == 0
+    assert queue.dead_letters() == []
+
+
+def test_a_lease_is_stale_once_its_job_was_failed_back_to_waiting() -> None:
+    queue = make_queue(ManualClock())
+    queue.enqueue(RENDER_INVOICE, invoice(), id="invoice-1001")
+    lease = queue.claim()
+    assert lease is not None
+    queue.fail(lease, "boom")
+    before = snapshot(queue)
+    with pytest.raises(StaleLeaseError, match="not leased now"):
+        queue.ack(lease)
+    assert snapshot(queue) == before
+
+
+def test_fail_retries_after_the_backoff_delay() -> None:
+    clock = ManualClock(10)
+    queue = make_queue(clock, random=lambda: 0.5, retry=RetryPolicy(backoff=Backoff(base_s=2, cap_s=60)))
+    queue.enqueue(RENDER_INVOICE, invoice(), id="invoice-1001")
+    lease = queue.claim()
+    assert lease is not None
+    assert queue.fail(lease, RuntimeError("renderer crashed")) == "retry"
+    job = queue.get("invoice-1001")
+    assert job is not None
+    # attempt 1: ceiling 2 s, delay 2/2 + 0.5 * 2/2 = 1.5 s
+    assert (job.run_at, job.leased_until, job.attempts) == (11.5, None, 1)
+    assert job.last_error == "RuntimeError: renderer crashed"
+    assert queue.next_visible_at() == 11.5
+    clock.advance(1.499)
+    assert queue.claim() is None
+    clock.advance(0.001)
+    again = queue.claim()
+    assert again is not None and again.job.attempts == 2
+
+
+def test_fail_keeps_a_string_error_as_given() -> None:
+    queue = make_queue(ManualClock())
+    queue.enqueue(RENDER_INVOICE, invoice(), id="invoice-1001")
+    lease = queue.claim()
+    assert lease is not None
+    queue.fail(lease, "renderer said no")
+    assert queue.get("invoice-1001").last_error == "renderer said no"  # type: ignore[union-attr]
+
+
+def test_permanent_failure_goes_straight_to_the_dead_letters() -> None:
+    clock = ManualClock(3)
+    queue = make_queue(clock)
+    queue.enqueue(SEND_RECEIPT, RECEIPT, id="receipt-1001")
+    lease = queue.claim()
+    assert lease is not None
+    assert queue.fail(lease, jq.PermanentJobError("invalid e-mail address"), permanent=True) == "dead"
+    [dead] = queue.dead_letters()
+    expected = replace(lease.job, leased_until=None, last_error="PermanentJobError: invalid e-mail address")
+    assert dead == jq.DeadLetter(job=expected, died_at=3.0)
+    assert dead.job.attempts == 1
+    assert (len(queue), queue.get("receipt-1001"), queue.claim()) == (0, None, None)
+
+
+def test_failing_the_last_attempt_is_dead() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock, retry=RetryPolicy(max_attempts=1))
+    queue.enqueue(RENDER_INVOICE, invoice(), id="once")
+    lease = queue.claim()
+    assert lease is not None
+    assert queue.fail(lease, RuntimeError("boom")) == "dead"
+    assert [dead.job.id for dead in queue.dead_letters()] == ["once"]
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.1])
+def test_fail_with_a_bad_random_raises_and_leaves_the_job_leased(bad: float) -> None:
+    clock = ManualClock()
+    queue = make_queue(clock, random=lambda: bad)
+    queue.enqueue(RENDER_INVOICE, invoice(), id="invoice-1001")
+    lease = queue.claim()
+    assert lease is not None
+    before = snapshot(queue)
+    with pytest.raises(InvalidSettingError) as info:
+        queue.fail(lease, RuntimeError("boom"))
+    assert repr(bad) in str(info.value)
+    assert snapshot(queue) == before
+    assert queue.get("invoice-1001") == lease.job  # still leased, attempt 1, no last_error
+    assert queue.claim() is None
+    queue.ack(lease)  # the same token still holds the job
+    assert len(queue) == 0
+
+
+def test_jobs_are_listed_in_the_order_they_become_claimable() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    for name in ("zeta", "alpha", "mid"):
+        queue.enqueue(RENDER_INVOICE, invoice(), id=name)
+    lease = queue.claim()  # zeta: leased until t=30
+    assert lease is not None
+    assert [job.id for job in queue.jobs()] == ["alpha", "mid", "zeta"]
+    queue.fail(lease, "boom")  # zeta: due again at t=1
+    clock.advance(1)
+    queue.enqueue(RENDER_INVOICE, invoice(), id="beta")  # due at t=1 too, but later in line
+    assert [job.id for job in queue.jobs()] == ["alpha", "mid", "zeta", "beta"]
+    claimed = []
+    while (lease := queue.claim()) is not None:
+        claimed.append(lease.job.id)
+    assert claimed == ["alpha", "mid", "zeta", "beta"]
+
+
+def test_repr_counts_jobs_and_dead_letters() -> None:
+    queue = make_queue(ManualClock())
+    queue.enqueue(RENDER_INVOICE, invoice(1))
+    queue.enqueue(RENDER_INVOICE, invoice(2))
+    lease = queue.claim()
+    assert lease is not None
+    queue.fail(lease, "x", permanent=True)
+    assert repr(queue) == "JobQueue(1 jobs, 1 dead, now=0s)"
+
+
+def test_reenqueued_job_is_not_handed_out_while_its_new_lease_is_held() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    queue.enqueue(RENDER_INVOICE, invoice(), id="invoice-1001")
+    first = queue.claim()
+    assert first is not None
+    queue.ack(first)  # done at t=0; its lease would have run until t=30
+    clock.advance(20)
+    queue.enqueue(RENDER_INVOICE, invoice(), id="invoice-1001")  # a new job with the same id
+    second = queue.claim()
+    assert second is not None and second.expires_at == 50.0
+    clock.advance(10)
+    assert queue.claim() is None  # t=30: still leased until t=50
+
+
+# -- the queue against a reference model ---------------------------------------------------
+
+
+@dataclass
+class ModelJob:
+    id: str
+    attempts: int
+    run_at: float
+    leased_until: float | None
+    serial: int  # when the job last became waiting or leased: ties go to the lower serial
+    last_error: str | None = None
+
+    def visible_at(self) -> float:
+        return self.run_at if self.leased_until is None else max(self.run_at, self.leased_until)
+
+
+class ModelQueue:
+    """The queue's rules, written the slow and obvious way: a list scanned from end to end."""
+
+    def __init__(
+        self, *, max_attempts: int, base_s: float, cap_s: float, random_value: float, timeout_s: float
+    ):
+        self.max_attempts, self.base_s, self.cap_s = max_attempts, base_s, cap_s
+        self.random_value, self.timeout_s = random_value, timeout_s
+        self.now = 0.0
+        self.jobs: list[ModelJob] = []
+        self.dead: dict[str, ModelJob] = {}
+        self.holder: dict[str, int] = {}  # job id -> number of the lease that holds it
+        self.serials = 0
+        self.leases = 0
+
+    def find(self, job_id: str) -> ModelJob | None:
+        return next((job for job in self.jobs if job.id == job_id), None)
+
+    def next_serial(self) -> int:
+        self.serials += 1
+        return self.serials
+
+    def enqueue(self, job_id: str) -> None:
+        if self.find(job_id) is None and job_id not in self.dead:
+            self.jobs.append(ModelJob(job_id, 0, self.now, None, self.next_serial()))
+
+    def bury(self, job: ModelJob) -> None:
+        self.jobs.remove(job)
+        self.holder.pop(job.id, None)
+        job.leased_until = None
+        self.dead[job.id] = job
+
+    def claim(self) -> tuple[str, int, int] | None:
+        while True:
+            due = [job for job in self.jobs if job.visible_at() <= self.now]
+            if not due:
+                return None
+            job = min(due, key=lambda job: (job.visible_at(), job.serial))
+            if job.attempts >= self.max_attempts:
+                job.last_error = "LeaseExpired"
+                self.bury(job)
+                continue
+            job.attempts += 1
+            job.leased_until = self.now + self.timeout_s
+            job.serial = self.next_serial()
+            self.leases += 1
+            self.holder[job.id] = self.leases
+            return job.id, job.attempts, self.leases
+
+    def ack(self, job_id: str, lease: int) -> bool:
+        if self.holder.get(job_id) != lease:
+            return False
+        job = self.find(job_id)
+        assert job is not None
+        self.jobs.remove(job)
+        del self.holder[job_id]
+        return True
+
+    def fail(self, job_id: str, lease: int, permanent: bool) -> str | None:
+        if self.holder.get(job_id) != lease:
+            return None
+        job = self.find(job_id)
+        assert job is not None
+        job.last_error = "failed"
+        if permanent or job.attempts >= self.max_attempts:
+            self.bury(job)
+            return "dead"
+        ceiling = min(self.cap_s, self.base_s * 2 ** (job.attempts - 1))
+        job.run_at = self.now + ceiling / 2 + self.random_value * ceiling / 2
+        job.leased_until = None
+        job.serial = self.next_serial()
+        del self.holder[job_id]
+        return "retry"
+
+    def records(self) -> list[tuple[str, int, float, float | None, str | None]]:
+        ordered = sorted(self.jobs, key=lambda job: (job.visible_at(), job.serial))  # claim order
+        return [(job.id, job.attempts, job.run_at, job.leased_until, job.last_error) for job in ordered]
+
+
+def queue_records(queue: JobQueue) -> list[tuple[str, int, float, float | None, str | None]]:
+    return [(job.id, job.attempts, job.run_at, job.leased_until, job.last_error) for job in queue.jobs()]
+
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("enqueue"), st.sampled_from([None, "a", "b", "c", "d"])),
+        st.tuples(st.just("claim")),
+        st.tuples(st.just("ack"), st.integers(min_value=0, max_value=20)),
+        st.tuples(st.just("fail"), st.integers(min_value=0, max_value=20), st.booleans()),
+        st.tuples(st.just("advance"), st.sampled_from([0, 0.25, 0.5, 1, 2, 3, 5, 8, 10, 30])),
+    ),
+    min_size=20,
+    max_size=80,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ops=operations,
+    max_attempts=st.integers(min_value=1, max_value=4),
+    random_value=st.sampled_from([0.0, 0.25, 0.5, 1.0]),
+    timeout_s=st.sampled_from([1.0, 5.0, 10.0]),
+)
+def test_queue_matches_a_linear_scan_model(
+    ops: list[tuple[Any, ...]], max_attempts: int, random_value: float, timeout_s: float
+) -> None:
+    clock = ManualClock()
+    policy = RetryPolicy(max_attempts=max_attempts, backoff=Backoff(base_s=1, cap_s=8))
+    queue = JobQueue(clock, visibility_timeout_s=timeout_s, retry=policy, random=lambda: random_value)
+    model = ModelQueue(
+        max_attempts=max_attempts, base_s=1, cap_s=8, random_value=random_value, timeout_s=timeout_s
+    )
+    leases: list[tuple[jq.Lease, int]] = []  # every lease handed out, with the model's lease number
+    claimed_real: list[tuple[str, int]] = []
+    claimed_model: list[tuple[str, int]] = []
+
+    for op in ops:
+        kind = op[0]
+        if kind == "enqueue":
+            name = op[1]
+            if name is None:
+                job_id = queue.enqueue(RENDER_INVOICE, invoice()).id
+            else:
+                job_id = name  # ids are reused: "a" may be enqueued again after it was acked
+                queue.enqueue(RENDER_INVOICE, invoice(), id=job_id)
+            model.enqueue(job_id)
+        elif kind == "claim":
+            lease = queue.claim()
+            expected = model.claim()
+            claimed_real.append((lease.job.id, lease.job.attempts) if lease else ("-", 0))
+            claimed_model.append((expected[0], expected[1]) if expected else ("-", 0))
+            if lease is not None and expected is not None:
+                leases.append((lease, expected[2]))
+        elif kind in ("ack", "fail") and leases:
+            lease, number = leases[op[1] % len(leases)]
+            before = snapshot(queue)
+            if kind == "ack":
+                if model.ack(lease.job.id, number):
+                    queue.ack(lease)
+                else:
+                    with pytest.raises(StaleLeaseError):
+                        queue.ack(lease)
+                    assert snapshot(queue) == before
+            else:
+                outcome = model.fail(lease.job.id, number, op[2])
+                if outcome is None:
+                    with pytest.raises(StaleLeaseError):
+                        queue.fail(lease, "failed", permanent=op[2])
+                    assert snapshot(queue) == before
+                else:
+                    assert queue.fail(lease, "failed", permanent=op[2]) == outcome
+        elif kind == "advance":
+            model.now = clock.advance(op[1])
+        assert claimed_real == claimed_model
+        assert queue_records(queue) == model.records()
+
+    assert len(queue) == len(model.jobs)
+    expected_next = min((job.visible_at() for job in model.jobs), default=None)
+    assert queue.next_visible_at() == expected_next
+    dead = {d.job.id: (d.job.attempts, (d.job.last_error or "").split(":")[0]) for d in queue.dead_letters()}
+    assert dead == {job.id: (job.attempts, job.last_error) for job in model.dead.values()}
