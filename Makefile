@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --allow-root lessons/00_why_queues.ipynb
+	$(BIN)/jupyter lab --allow-root --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/lessons/00_why_queues.ipynb
 
 test: $(STAMP)
 	$(BIN)/ruff check .
