@@ -13,6 +13,7 @@ from jobqueue.errors import (
     PayloadError,
     PermanentJobError,
     StaleLeaseError,
+    TransactionAbortedError,
     UnknownJobTypeError,
 )
 from jobqueue.job import DEFAULT_MAX_ATTEMPTS, DeadLetter, Job, JobType, Lease, RetryPolicy
@@ -43,6 +44,7 @@ __all__ = [
     "RetryPolicy",
     "StaleLeaseError",
     "SystemClock",
+    "TransactionAbortedError",
     "UnknownJobTypeError",
     "Worker",
 ]

@@ -59,6 +59,16 @@ class PermanentJobError(JobQueueError):
     """
 
 
+class TransactionAbortedError(JobQueueError):
+    """A statement inside a DuckDB transaction failed and the transaction was rolled back.
+
+    DuckDB marks a transaction aborted after any failed statement, and a later ``COMMIT``
+    then discards everything silently. :func:`jobqueue.db.transaction` checks for this
+    before committing and raises this error instead, so a lost write is never mistaken
+    for a saved one.
+    """
+
+
 def describe_error(error: BaseException) -> str:
     """Render an exception as the queue stores it: ``"ErrorClass: message"``."""
     return f"{type(error).__name__}: {error}"
