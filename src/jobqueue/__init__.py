@@ -8,6 +8,7 @@ the course's running example and ``jobqueue.teaching`` holds course helpers only
 from jobqueue.backoff import DEFAULT_BASE_S, DEFAULT_CAP_S, Backoff, RandomFn
 from jobqueue.clock import Clock, ManualClock, SystemClock
 from jobqueue.errors import (
+    DeadLetterNotFoundError,
     InvalidSettingError,
     JobQueueError,
     PayloadError,
@@ -28,6 +29,7 @@ __all__ = [
     "Backoff",
     "Clock",
     "DeadLetter",
+    "DeadLetterNotFoundError",
     "FailOutcome",
     "Handler",
     "InvalidSettingError",

@@ -51,6 +51,10 @@ class StaleLeaseError(JobQueueError):
     """
 
 
+class DeadLetterNotFoundError(JobQueueError, LookupError):
+    """A dead letter was asked for by an id that is not in the dead-letter queue."""
+
+
 class PermanentJobError(JobQueueError):
     """Raised by a handler when retrying cannot help (bad address, order not found...).
 

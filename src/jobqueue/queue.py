@@ -24,7 +24,7 @@ from typing import Literal, TypeVar
 
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock
-from jobqueue.errors import StaleLeaseError, describe_error
+from jobqueue.errors import DeadLetterNotFoundError, StaleLeaseError, describe_error
 from jobqueue.job import DeadLetter, Job, JobType, Lease, RetryPolicy, check_positive_seconds
 
 P = TypeVar("P")
@@ -186,6 +186,50 @@ class JobQueue:
         del self._tokens[job.id]
         self._store(replace(failed, run_at=run_at))
         return "retry"
+
+    def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
+        """Heartbeat: push the lease's end to ``now + by_s`` so a long job is not handed out again.
+
+        Args:
+            lease: what :meth:`claim` returned (or a previous ``extend_lease``).
+            by_s: seconds from now the lease should last (> 0); default the visibility
+                timeout. Like SQS ``ChangeMessageVisibility``.
+
+        Returns:
+            The lease with its new end; the token is unchanged.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
+                changes.
+            InvalidSettingError: if ``by_s`` is not a finite number > 0.
+
+        Introduced in lesson 06.
+        """
+        extra_s = self.visibility_timeout_s if by_s is None else check_positive_seconds("by_s", by_s)
+        self._check_holder(lease)
+        extended = replace(self._jobs[lease.job.id], leased_until=self.clock.now() + extra_s)
+        self._store(extended)
+        return Lease(job=extended, token=lease.token)
+
+    # -- dead letters --------------------------------------------------------------
+
+    def replay(self, job_id: str) -> Job:
+        """Move a dead job back to waiting, due now, with a fresh budget of attempts.
+
+        The attempt count restarts at 0 (as SQS redrive and pg-boss do): a job is replayed
+        after its cause was fixed, so the attempts it used on the bug say nothing about
+        its chances now. ``last_error`` is kept until the next failure, for the record.
+
+        Raises:
+            DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
+
+        Introduced in lesson 05.
+        """
+        if job_id not in self._dead:
+            raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
+        job = replace(self._dead.pop(job_id).job, attempts=0, run_at=self.clock.now(), leased_until=None)
+        self._store(job)
+        return job
 
     # -- looking inside ------------------------------------------------------------
 
