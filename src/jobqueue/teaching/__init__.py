@@ -5,6 +5,6 @@ builds and checks exercises; ``python -m jobqueue.teaching.notebooks`` runs note
 stores their outputs in a normalised, deterministic form.
 """
 
-from jobqueue.teaching.checks import CheckFailed, check
+from jobqueue.teaching.checks import CheckFailed, check, check_that
 
-__all__ = ["CheckFailed", "check"]
+__all__ = ["CheckFailed", "check", "check_that"]

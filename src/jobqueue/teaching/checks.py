@@ -58,3 +58,17 @@ def check(label: str, got: object, expected: object) -> None:
     if not same(got, expected):
         raise CheckFailed(f"{label}: expected {show(expected)}, got {show(got)}")
     print(f"✓ {label}: {show(got)}")
+
+
+def check_that(label: str, ok: bool, explain: str) -> None:
+    """Print ``✓ label`` if ``ok``, else raise with ``explain``.
+
+    For answers that may differ from learner to learner (a policy with a property), where
+    printing the value would make the expected output depend on the answer.
+
+    Raises:
+        CheckFailed: ``"label: explain"`` when ``ok`` is false.
+    """
+    if not ok:
+        raise CheckFailed(f"{label}: {explain}")
+    print(f"✓ {label}")

@@ -2,12 +2,13 @@
 
 A solution notebook (``solutions/NN_topic.ipynb``) marks the learner's part of a code
 cell between ``### BEGIN SOLUTION`` and ``### END SOLUTION``. :func:`make_exercise`
-replaces each marked part with a stub that raises :class:`NotImplementedError`, tags the
-cell ``answer``, and keeps every other cell with its stored outputs: those of the cells
-tagged ``check`` are the expected outputs.
+replaces each marked part with a stub that raises :class:`NotImplementedError` and tags
+the cell ``answer``. Every other cell keeps its stored outputs, except that the learner's
+copy shows the cells tagged ``check`` unrun (so an unsolved exercise does not look
+solved); the copy the checker uses keeps their outputs: they are the expected outputs.
 
 :func:`check_exercise` takes only the answer cells from the learner's notebook, puts
-them into the pristine exercise, runs it under nbval and reports one line per problem
+them into that pristine exercise, runs it under nbval and reports one line per problem
 and a verdict line. The learner's saved outputs are never read, so a saved wrong run
 cannot pass, and a right answer passes whatever outputs were saved.
 
@@ -33,6 +34,7 @@ from pathlib import Path
 import pytest
 from nbformat import NotebookNode
 
+from jobqueue.teaching.checks import CheckFailed
 from jobqueue.teaching.notebooks import dumps, normalize, read, write
 
 BEGIN = "### BEGIN SOLUTION"
@@ -81,8 +83,13 @@ def _tags(cell: NotebookNode) -> list[str]:
     return tags
 
 
-def make_exercise(solution: NotebookNode) -> NotebookNode:
+def make_exercise(solution: NotebookNode, *, expected_outputs: bool = False) -> NotebookNode:
     """Return the exercise generated from ``solution`` (which is left unchanged).
+
+    Args:
+        solution: the solution notebook, with marked answers and ``check`` cells.
+        expected_outputs: keep the check cells' outputs (the checker's pristine copy);
+            by default they are cleared, as in the learner's ``exercises/`` file.
 
     Raises:
         ExerciseError: if the solution has no marked answer or no ``check`` cell.
@@ -90,6 +97,9 @@ def make_exercise(solution: NotebookNode) -> NotebookNode:
     nb = copy.deepcopy(solution)
     answers = 0
     for cell in nb.cells:
+        if not expected_outputs and CHECK_TAG in cell.metadata.get("tags", []):
+            cell.outputs = []
+            cell.execution_count = None
         if cell.cell_type != "code" or BEGIN not in cell.source:
             continue
         answers += 1
@@ -187,12 +197,30 @@ def run_checks(nb: NotebookNode, name: str) -> CheckResult:
             pytest.main(args, plugins=[collector])
     checks = [i for i, cell in enumerate(code_cells) if CHECK_TAG in cell.metadata.get("tags", [])]
     problems = []
-    for index in sorted(collector.failed):
-        tags = code_cells[index].metadata.get("tags", [])
-        role = "your answer" if ANSWER_TAG in tags else "check" if CHECK_TAG in tags else "set-up"
-        problems.append(f"code cell {index + 1} ({role}): {collector.failed[index]}")
+    for number, index in enumerate(sorted(collector.failed)):
+        problem = collector.failed[index]
+        if number > 0 and problem.startswith("NameError"):
+            problem += " (an earlier cell failed: fix that one first)"
+        failed_check = problem.removeprefix(f"{CheckFailed.__name__}: ")  # its message names the check
+        if failed_check == problem:
+            failed_check = f"{_describe(code_cells[index])}: {problem}"
+        problems.append(failed_check)
     passed = sum(i in collector.passed and i not in collector.failed for i in checks)
     return CheckResult(name=name, checks=len(checks), passed=passed, problems=problems)
+
+
+_CHECK_LABEL = re.compile(r"""check(?:_that)?\(\s*(?:f?)(["'])(.+?)\1""")
+
+
+def _describe(cell: NotebookNode) -> str:
+    """Name a cell as a learner sees it: by its check's label or its first line of code."""
+    tags = cell.metadata.get("tags", [])
+    label = _CHECK_LABEL.search(cell.source)
+    if CHECK_TAG in tags and label:
+        return f"check {label[2]!r}"
+    first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+    role = "your answer" if ANSWER_TAG in tags else "check" if CHECK_TAG in tags else "the cell"
+    return f"{role} starting {first[:50]!r}"
 
 
 def find_root(start: Path) -> Path:
@@ -214,12 +242,13 @@ def resolve(exercise: str, cwd: Path) -> tuple[Path, Path]:
         ExerciseError: naming the exercise, if no such solution exists.
     """
     given = Path(exercise)
-    if given.suffix == ".ipynb":
-        learner = given if given.is_absolute() else cwd / given
+    path = given if given.is_absolute() else cwd / given
+    if given.suffix == ".ipynb" and path.exists():
+        learner = path
         root = find_root(learner.resolve().parent)
     else:
         root = find_root(cwd)
-        learner = root / "exercises" / f"{exercise}.ipynb"
+        learner = root / "exercises" / f"{given.name.removesuffix('.ipynb')}.ipynb"
     solution = root / "solutions" / learner.name
     if not solution.exists():
         known = ", ".join(sorted(p.stem for p in (root / "solutions").glob("*.ipynb")))
@@ -229,7 +258,7 @@ def resolve(exercise: str, cwd: Path) -> tuple[Path, Path]:
 
 def check_exercise(learner_path: Path, solution_path: Path) -> CheckResult:
     """Check the learner's notebook against the exercise generated from the solution."""
-    pristine = make_exercise(read(solution_path))
+    pristine = make_exercise(read(solution_path), expected_outputs=True)
     merged = merge_answers(pristine, read(learner_path), learner_path)
     return run_checks(merged, learner_path.stem)
 
@@ -261,7 +290,7 @@ def main(argv: Sequence[str] | None = None, cwd: Path | None = None) -> int:
             print(f"Checking {learner.name} against the expected outputs...")
             result = check_exercise(learner, solution)
             for line in result.problems:
-                print(f"  {line}")
+                print(f"  ✗ {line}")
             print(result.verdict())
             return 0 if result.ok else 1
         root = find_root(here)

@@ -1,7 +1,8 @@
 """Run notebooks and store their outputs in a normalised form, so re-running leaves git clean.
 
 Normalising keeps what a reader needs and drops what changes from run to run: execution
-counts are renumbered 1, 2, 3 ..., timing metadata and the Python patch version are
+counts are renumbered 1, 2, 3 ..., adjacent printed chunks are merged (how output is
+split into chunks depends on timing), timing metadata and the Python patch version are
 removed, and the kernel spec is the standard ``python3``.
 
 Usage: ``python -m jobqueue.teaching.notebooks run lessons/*.ipynb solutions/*.ipynb``
@@ -56,10 +57,27 @@ def normalize(nb: NotebookNode) -> NotebookNode:
             continue
         count += 1
         cell.execution_count = count
+        cell.outputs = _coalesce_streams(cell.outputs)
         for output in cell.outputs:
             if output.output_type == "execute_result":
                 output.execution_count = count
     return nb
+
+
+def _coalesce_streams(outputs: list[NotebookNode]) -> list[NotebookNode]:
+    """Merge adjacent stdout (or stderr) outputs: how prints are split depends on timing."""
+    merged: list[NotebookNode] = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        if (
+            previous is not None
+            and output.output_type == previous.output_type == "stream"
+            and output.name == previous.name
+        ):
+            previous.text += output.text
+        else:
+            merged.append(output)
+    return merged
 
 
 def execute(nb: NotebookNode, cwd: Path) -> NotebookNode:
