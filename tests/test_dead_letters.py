@@ -40,6 +40,24 @@ def test_replay_of_an_unknown_id_names_it_and_changes_nothing() -> None:
     assert (queue.jobs(), queue.dead_letters()) == before
 
 
+def test_discard_deletes_a_dead_letter_and_frees_its_id() -> None:
+    clock = ManualClock()
+    queue = dead_job(clock)
+    dead = queue.discard("r")
+    assert (dead.job.id, dead.job.attempts, dead.died_at) == ("r", 1, 2.0)
+    assert queue.dead_letters() == []
+    fixed = ReceiptPayload(order_id=1001, email="customer@example.com")
+    assert queue.enqueue(SEND_RECEIPT, fixed, id="r").attempts == 0
+    assert len(queue) == 1
+
+
+def test_discard_of_an_unknown_id_names_it() -> None:
+    queue = dead_job(ManualClock())
+    with pytest.raises(DeadLetterNotFoundError, match="'nope'"):
+        queue.discard("nope")
+    assert len(queue.dead_letters()) == 1
+
+
 def test_a_waiting_job_cannot_be_replayed() -> None:
     queue = JobQueue(ManualClock())
     queue.enqueue(SEND_RECEIPT, RECEIPT, id="r")

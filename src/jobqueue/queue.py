@@ -231,6 +231,20 @@ class JobQueue:
         self._store(job)
         return job
 
+    def discard(self, job_id: str) -> DeadLetter:
+        """Delete a dead letter that has been dealt with, and return it.
+
+        Its id is free again afterwards: a corrected job may be enqueued under it.
+
+        Raises:
+            DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
+
+        Introduced in lesson 05.
+        """
+        if job_id not in self._dead:
+            raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
+        return self._dead.pop(job_id)
+
     # -- looking inside ------------------------------------------------------------
 
     def get(self, job_id: str) -> Job | None:
