@@ -666,3 +666,11 @@ def test_queue_matches_a_linear_scan_model(
     assert queue.next_visible_at() == expected_next
     dead = {d.job.id: (d.job.attempts, (d.job.last_error or "").split(":")[0]) for d in queue.dead_letters()}
     assert dead == {job.id: (job.attempts, job.last_error) for job in model.dead.values()}
+
+
+def test_a_field_of_the_wrong_type_is_a_payload_error_without_a_warning() -> None:
+    queue = make_queue(ManualClock())
+    wrong = ReceiptPayload(order_id="1001", email="customer@example.com")  # type: ignore[arg-type]
+    with pytest.raises(PayloadError, match="order_id"):  # filterwarnings=error: a warning would fail here
+        queue.enqueue(SEND_RECEIPT, wrong)
+    assert len(queue) == 0

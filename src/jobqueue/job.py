@@ -85,7 +85,7 @@ class JobType(Generic[P]):
                 f"job type {self.name!r} takes a {self.payload_type.__name__} payload, got {payload!r}"
             )
         try:
-            data = self._adapter.dump_json(payload).decode()
+            data = self._adapter.dump_json(payload, warnings=False).decode()  # read-back check below
         except pydantic_core.PydanticSerializationError as exc:
             raise PayloadError(
                 f"payload {payload!r} of job type {self.name!r} is not JSON-serialisable: {exc}"
