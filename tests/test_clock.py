@@ -1,3 +1,4 @@
+import asyncio
 import math
 import re
 import time
@@ -6,6 +7,7 @@ import pytest
 
 import jobqueue as jq
 from jobqueue import InvalidSettingError, ManualClock, SystemClock
+from jobqueue.clock import SleepingClock
 
 
 def test_manual_clock_starts_at_zero() -> None:
@@ -70,3 +72,152 @@ def test_a_queue_reads_time_from_any_clock() -> None:
     queue = jq.JobQueue(SystemClock())
     job = queue.enqueue(jq.JobType("noop", int), 1)
     assert abs(job.run_at - time.time()) < 60
+
+
+# -- sleeping (lesson 06) ----------------------------------------------------------------------
+
+
+def woken_at(clock: ManualClock, seconds: float, log: list[float]) -> "asyncio.Task[None]":
+    async def sleeper() -> None:
+        await clock.sleep(seconds)
+        log.append(clock.now())
+
+    return asyncio.create_task(sleeper())
+
+
+def test_manual_sleep_wakes_exactly_at_its_deadline_and_not_before() -> None:
+    async def scenario() -> list[list[float]]:
+        clock = ManualClock()
+        woke: list[float] = []
+        task = woken_at(clock, 10, woke)
+        seen = []
+        await clock.run_for(0)  # the task is now asleep
+        for step in (9, 0.5, 0.25, 0.25):
+            clock.advance(step)
+            await clock.run_for(0)  # let any woken task run
+            seen.append(list(woke))
+        await task
+        return seen
+
+    assert asyncio.run(scenario()) == [[], [], [], [10.0]]
+
+
+def test_manual_sleep_never_wakes_without_the_clock_moving() -> None:
+    async def scenario() -> bool:
+        clock = ManualClock()
+        task = woken_at(clock, 1, [])
+        for _ in range(1000):
+            await asyncio.sleep(0)
+        asleep = not task.done()
+        task.cancel()
+        return asleep
+
+    assert asyncio.run(scenario()) is True
+
+
+def test_an_advance_past_the_deadline_wakes_the_sleeper_late_at_the_new_time() -> None:
+    async def scenario() -> list[float]:
+        clock = ManualClock()
+        woke: list[float] = []
+        task = woken_at(clock, 10, woke)
+        await clock.run_for(0)
+        clock.advance(25)  # a jump, as if the process had been paused
+        await task
+        return woke
+
+    assert asyncio.run(scenario()) == [25.0]
+
+
+def test_run_for_stops_at_every_deadline_on_the_way() -> None:
+    async def scenario() -> tuple[list[float], list[float], float]:
+        clock = ManualClock(100)
+        woke: list[float] = []
+        ticks: list[float] = []
+
+        async def ticker() -> None:  # sleeps 10 s, three times
+            for _ in range(3):
+                await clock.sleep(10)
+                ticks.append(clock.now())
+
+        tasks = [woken_at(clock, 25, woke), woken_at(clock, 7.5, woke), asyncio.create_task(ticker())]
+        end = await clock.run_for(40)
+        await asyncio.gather(*tasks)
+        return woke, ticks, end
+
+    assert asyncio.run(scenario()) == ([107.5, 125.0], [110.0, 120.0, 130.0], 140.0)
+
+
+def test_run_for_leaves_later_sleepers_asleep() -> None:
+    async def scenario() -> tuple[float, bool, list[float]]:
+        clock = ManualClock()
+        woke: list[float] = []
+        task = woken_at(clock, 30, woke)
+        end = await clock.run_for(29.5)
+        still_asleep = not task.done()
+        await clock.run_for(0.5)
+        await task
+        return end, still_asleep, woke
+
+    assert asyncio.run(scenario()) == (29.5, True, [30.0])
+
+
+def test_sleep_zero_returns_without_moving_the_clock() -> None:
+    async def scenario() -> float:
+        clock = ManualClock(3)
+        await clock.sleep(0)
+        await SystemClock().sleep(0)
+        return clock.now()
+
+    assert asyncio.run(scenario()) == 3.0
+
+
+def test_a_cancelled_sleeper_is_forgotten() -> None:
+    async def scenario() -> tuple[list[float], float]:
+        clock = ManualClock()
+        woke: list[float] = []
+        cancelled = woken_at(clock, 5, woke)
+        kept = woken_at(clock, 8, woke)
+        await clock.run_for(0)
+        cancelled.cancel()
+        end = await clock.run_for(10)
+        await kept
+        return woke, end
+
+    assert asyncio.run(scenario()) == ([8.0], 10.0)
+
+
+def test_a_sleeper_left_behind_by_a_finished_event_loop_does_not_break_advance() -> None:
+    clock = ManualClock()
+
+    async def leave_a_sleeper() -> None:
+        woken_at(clock, 5, [])
+        await asyncio.sleep(0)
+
+    asyncio.run(leave_a_sleeper())  # asyncio.run cancels the sleeping task on the way out
+    assert clock.advance(10) == 10.0
+    assert asyncio.run(clock.run_for(1)) == 11.0
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [(-1, "-1"), (math.nan, "nan"), (math.inf, "inf")])
+def test_sleep_and_run_for_reject_negative_or_non_finite_seconds(seconds: float, shown: str) -> None:
+    clock = ManualClock(10)
+    for name, wait in (
+        ("sleep", clock.sleep),
+        ("run_for", clock.run_for),
+        ("sleep", SystemClock().sleep),
+    ):
+        with pytest.raises(InvalidSettingError, match=re.escape(name)) as info:
+            asyncio.run(wait(seconds))
+        assert f"got {shown}" in str(info.value)
+    assert clock.now() == 10.0
+
+
+def test_both_clocks_can_sleep_but_a_bare_clock_cannot() -> None:
+    class WallOnly:
+        def now(self) -> float:
+            return 0.0
+
+    assert isinstance(ManualClock(), SleepingClock)
+    assert isinstance(SystemClock(), SleepingClock)
+    assert not isinstance(WallOnly(), SleepingClock)
+    jq.JobQueue(WallOnly())  # a queue only reads the time: a bare Clock is enough

@@ -11,10 +11,11 @@ Introduced in lesson 00; the job types and handlers are used from lesson 03 on.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from jobqueue.clock import ManualClock
 from jobqueue.errors import PermanentJobError
-from jobqueue.job import JobType
+from jobqueue.job import Job, JobType
 from jobqueue.queue import JobQueue
 from jobqueue.worker import Handler
 
@@ -243,3 +244,115 @@ class Shop:
         queue.enqueue(RENDER_INVOICE, InvoicePayload(order_id=order.id), id=f"invoice-{order.id}")
         queue.enqueue(PICK_ORDER, PickPayload(order_id=order.id), id=f"pick-{order.id}")
         return Response(200, f"Order {order.id} confirmed", self.clock.now() - started)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OrderPaid:
+    """Payload of the ``order.paid`` event: a fact ("order 1001 was paid"), not an instruction.
+
+    Any number of subscribers may react to it (e-mail, warehouse, loyalty, SMS...); see
+    :class:`jobqueue.fanout.Topic`. ``total_kobo`` is in kobo: 2,042,500 kobo is ₦20,425.
+    Introduced in lesson 09.
+    """
+
+    order_id: int
+    customer_id: int
+    total_kobo: int
+
+
+_P = TypeVar("_P")
+
+
+class QueueUnreachable(ConnectionError):
+    """The fake network between the shop and its job queue is down (transient: retry later)."""
+
+
+@dataclass(kw_only=True)
+class RemoteQueue:
+    """A :class:`~jobqueue.queue.JobQueue` as the checkout sees it: across a network that fails.
+
+    While :attr:`down` is true, :meth:`enqueue` raises :class:`QueueUnreachable` and the
+    queue does not change; otherwise the call goes through. Introduced in lesson 08.
+    """
+
+    queue: JobQueue
+    down: bool = False
+
+    def enqueue(self, job_type: JobType[_P], payload: _P, *, id: str | None = None) -> Job:
+        """Enqueue into :attr:`queue`, or raise :class:`QueueUnreachable` while down."""
+        if self.down:
+            raise QueueUnreachable(f"job queue unreachable, could not enqueue {id or job_type.name!r}")
+        return self.queue.enqueue(job_type, payload, id=id)
+
+
+class SmsProviderDown(ConnectionError):
+    """The fake SMS provider is unreachable (a transient failure: retrying can help)."""
+
+
+@dataclass(kw_only=True)
+class SmsProvider:
+    """Fake SMS gateway that fails on demand and honours idempotency keys.
+
+    While :attr:`fail_next` is above 0, :meth:`send` sends nothing, counts it down by one
+    and raises :class:`SmsProviderDown`. Sent messages are recorded in :attr:`sent` as
+    ``(time, to, text)``. A send with an ``idempotency_key`` the provider has accepted
+    before sends nothing and returns the first answer again, as real providers do with an
+    idempotency key header. Introduced in lesson 07.
+    """
+
+    clock: ManualClock
+    latency_s: float = 0.0
+    fail_next: int = 0
+    sent: list[tuple[float, str, str]] = field(default_factory=list)
+    _accepted: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+
+    async def send(self, to: str, text: str, *, idempotency_key: str | None = None) -> str:
+        """Send one SMS and return the provider's id for it (``"sms-1"``, ``"sms-2"``...).
+
+        Raises:
+            SmsProviderDown: while :attr:`fail_next` is above 0 (nothing is sent).
+        """
+        if idempotency_key is not None and idempotency_key in self._accepted:
+            return self._accepted[idempotency_key]
+        self.clock.advance(self.latency_s)
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            raise SmsProviderDown(f"SMS provider unreachable, nothing sent to {to!r}")
+        self.sent.append((self.clock.now(), to, text))
+        sms_id = f"sms-{len(self.sent)}"
+        if idempotency_key is not None:
+            self._accepted[idempotency_key] = sms_id
+        return sms_id
+
+
+@dataclass(kw_only=True)
+class SlowRenderer:
+    """Fake PDF renderer that takes ``latency_s`` seconds by *waiting* on the clock.
+
+    :class:`InvoiceRenderer` moves the clock forward itself, so nothing else runs while
+    it works. This one awaits ``clock.sleep(latency_s)``, as a real renderer waits on I/O:
+    other tasks (a second worker, a heartbeat) keep running meanwhile, and the clock must
+    be moved by the demo (:meth:`ManualClock.run_for`). Each finished render is recorded
+    in :attr:`runs` as ``(started, finished, order id)``, times in seconds.
+    Introduced in lesson 06.
+    """
+
+    clock: ManualClock
+    latency_s: float = 40.0
+    runs: list[tuple[float, float, int]] = field(default_factory=list)
+
+    async def render(self, order_id: int) -> str:
+        """Render the invoice of ``order_id`` in ``latency_s`` seconds; return the file name."""
+        started = self.clock.now()
+        await self.clock.sleep(self.latency_s)
+        self.runs.append((started, self.clock.now(), order_id))
+        return f"invoice-{order_id}.pdf"
+
+
+def slow_invoice_handler(renderer: SlowRenderer) -> Handler[InvoicePayload]:
+    """A ``render_invoice`` handler that renders through a :class:`SlowRenderer`."""
+
+    async def render_invoice(payload: InvoicePayload) -> None:
+        await renderer.render(payload.order_id)
+
+    return render_invoice

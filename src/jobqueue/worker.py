@@ -5,23 +5,33 @@ any other exception is treated as transient and retried after the job's backoff 
 until its attempts run out. A job whose type has no handler, or whose stored payload
 does not validate, fails permanently: the worker itself never crashes on a bad job.
 
-Introduced in lesson 04.
+A worker given a heartbeat interval extends the running job's lease every
+``heartbeat_s`` seconds while the handler runs, so a job slower than the visibility
+timeout is not handed to a second worker. A worker that finds its lease lost (the job
+was claimed again after the lease ran out) neither acks nor fails it: it records a
+``"stale"`` event instead.
+
+Introduced in lesson 04; the heartbeat and :meth:`Worker.run_until` in lesson 06.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from jobqueue.clock import SleepingClock
 from jobqueue.errors import (
     InvalidSettingError,
     PayloadError,
     PermanentJobError,
+    StaleLeaseError,
     UnknownJobTypeError,
     describe_error,
 )
-from jobqueue.job import JobType
+from jobqueue.job import Job, JobType, Lease, check_positive_seconds
 from jobqueue.queue import JobQueue
 
 P = TypeVar("P")
@@ -29,7 +39,8 @@ P = TypeVar("P")
 Handler = Callable[[P], Awaitable[None]]
 """An async function that does one job's work, given its payload."""
 
-Outcome = Literal["done", "retry", "dead"]
+Outcome = Literal["done", "retry", "dead", "stale"]
+"""What became of an attempt; ``"stale"``: the lease was lost, so it was neither acked nor failed."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,11 +50,14 @@ class JobEvent:
     Attributes:
         at: when the attempt ended, in seconds on the queue's clock.
         job_id, job_type, attempt: which job and which attempt (1-based).
-        outcome: ``"done"`` (acked), ``"retry"`` (waiting to run again) or ``"dead"``.
-        error: the failure as ``"ErrorClass: message"``, or ``None`` when done.
+        outcome: ``"done"`` (acked), ``"retry"`` (waiting to run again), ``"dead"``, or
+            ``"stale"`` (the worker lost its lease while the handler ran, so the queue
+            would not take its ack or fail; the job belongs to another attempt now).
+        error: the failure as ``"ErrorClass: message"`` (for ``"stale"``, the
+            :class:`~jobqueue.errors.StaleLeaseError`), or ``None`` when done.
         retry_at: for a retry, when the job becomes claimable again (seconds).
 
-    Introduced in lesson 04.
+    Introduced in lesson 04; ``"stale"`` in lesson 06.
     """
 
     at: float
@@ -60,7 +74,36 @@ class JobEvent:
             return f"{head} done"
         if self.outcome == "retry":
             return f"{head} failed, retry at t={self.retry_at:g}s ({self.error})"
+        if self.outcome == "stale":
+            return f"{head} lease lost, not acked ({self.error})"
         return f"{head} dead ({self.error})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Heartbeat:
+    """One beat of a worker's heartbeat; ``str()`` gives a log line.
+
+    Attributes:
+        at: when the beat happened, in seconds on the queue's clock.
+        job_id, attempt: the job whose lease the beat extended.
+        leased_until: the lease's new end (seconds), or ``None`` if the beat was refused.
+        error: ``None``, or the :class:`~jobqueue.errors.StaleLeaseError` that refused
+            the beat (``"ErrorClass: message"``); the heartbeat stops after it.
+
+    Introduced in lesson 06.
+    """
+
+    at: float
+    job_id: str
+    attempt: int
+    leased_until: float | None
+    error: str | None = None
+
+    def __str__(self) -> str:
+        head = f"t={self.at:g}s {self.job_id} attempt {self.attempt}:"
+        if self.error is None:
+            return f"{head} heartbeat, lease extended to t={self.leased_until:g}s"
+        return f"{head} heartbeat refused, lease lost ({self.error})"
 
 
 class Worker:
@@ -70,14 +113,37 @@ class Worker:
         queue: where jobs are claimed, acked and failed.
         on_event: called with each :class:`JobEvent` as it happens (``print`` gives a
             log). Every event is also kept in :attr:`events`.
+        heartbeat_s: if given, while a handler runs the worker extends the job's lease
+            to ``now + visibility timeout`` every ``heartbeat_s`` seconds
+            (:meth:`JobQueue.extend_lease`, like SQS ``ChangeMessageVisibility``), so a
+            job slower than the visibility timeout is not handed out again. Must be
+            > 0 and below the queue's visibility timeout; a third of it or less
+            survives a late beat. The queue's clock must be a
+            :class:`~jobqueue.clock.SleepingClock`.
+        on_heartbeat: called with each :class:`Heartbeat`; all are kept in
+            :attr:`heartbeats`.
 
-    Introduced in lesson 04.
+    Raises:
+        InvalidSettingError: if ``heartbeat_s`` is not a number of seconds > 0 and below
+            the visibility timeout, or the queue's clock cannot sleep.
+
+    Introduced in lesson 04; the heartbeat in lesson 06.
     """
 
-    def __init__(self, queue: JobQueue, *, on_event: Callable[[JobEvent], object] | None = None) -> None:
+    def __init__(
+        self,
+        queue: JobQueue,
+        *,
+        on_event: Callable[[JobEvent], object] | None = None,
+        heartbeat_s: float | None = None,
+        on_heartbeat: Callable[[Heartbeat], object] | None = None,
+    ) -> None:
         self.queue = queue
+        self.heartbeat_s = None if heartbeat_s is None else _check_heartbeat(heartbeat_s, queue)
         self.events: list[JobEvent] = []
+        self.heartbeats: list[Heartbeat] = []
         self._on_event = on_event
+        self._on_heartbeat = on_heartbeat
         self._handlers: dict[str, tuple[JobType[Any], Handler[Any]]] = {}
 
     def register(self, job_type: JobType[P], handler: Handler[P]) -> None:
@@ -105,29 +171,34 @@ class Worker:
             ) from None
 
     async def run_one(self) -> JobEvent | None:
-        """Claim one due job and run it; return what happened, or ``None`` if none was due."""
+        """Claim one due job and run it; return what happened, or ``None`` if none was due.
+
+        With a heartbeat, the lease is extended while the handler runs; the heartbeat
+        stops before the ack or fail. If the lease was lost meanwhile (the heartbeat was
+        refused, or the ack or fail raised :class:`~jobqueue.errors.StaleLeaseError`),
+        the event's outcome is ``"stale"`` and the queue is left as the new holder has it.
+        """
         lease = self.queue.claim()
         if lease is None:
             return None
-        job = lease.job
-        error: BaseException | None = None
-        outcome: Outcome
+        lost: list[StaleLeaseError] = []
+        beat = None if self.heartbeat_s is None else asyncio.create_task(self._beat(lease, lost))
         try:
-            job_type, handler = self.handler_for(job.type)
-            await handler(job_type.parse(job.payload))
-        except (PermanentJobError, PayloadError, UnknownJobTypeError) as exc:
-            error, outcome = exc, self.queue.fail(lease, exc, permanent=True)
-        except Exception as exc:  # any other failure is transient: retry it
-            error, outcome = exc, self.queue.fail(lease, exc)
-        else:
-            self.queue.ack(lease)
-            outcome = "done"
-        retried = self.queue.get(job.id) if outcome == "retry" else None
+            error, permanent = await self._run_handler(lease.job)
+        finally:
+            if beat is not None:
+                beat.cancel()
+        if beat is not None:
+            await asyncio.wait([beat])
+            if not beat.cancelled():
+                beat.result()  # re-raise a bug in the heartbeat, never swallow it
+        outcome, error = self._finish(lease, error, permanent=permanent, lost=lost)
+        retried = self.queue.get(lease.job.id) if outcome == "retry" else None
         event = JobEvent(
             at=self.queue.clock.now(),
-            job_id=job.id,
-            job_type=job.type,
-            attempt=job.attempts,
+            job_id=lease.job.id,
+            job_type=lease.job.type,
+            attempt=lease.job.attempts,
             outcome=outcome,
             error=None if error is None else describe_error(error),
             retry_at=None if retried is None else retried.run_at,
@@ -143,3 +214,112 @@ class Worker:
         while (event := await self.run_one()) is not None:
             events.append(event)
         return events
+
+    async def run_until(self, until_s: float, *, poll_s: float = 1.0) -> list[JobEvent]:
+        """Work like a long-running worker until the clock reads ``until_s``.
+
+        Runs due jobs one after another; when none is due, sleeps ``poll_s`` seconds on
+        the queue's clock and looks again. A job still running at ``until_s`` is finished
+        first. With a :class:`~jobqueue.clock.ManualClock`, run this as a task and move
+        time with :meth:`~jobqueue.clock.ManualClock.run_for`.
+
+        Args:
+            until_s: when to stop claiming, in seconds on the queue's clock.
+            poll_s: how long to wait between looks at an empty queue, in seconds (> 0).
+
+        Returns:
+            The events of this run, in order.
+
+        Raises:
+            InvalidSettingError: if ``poll_s`` is not a finite number > 0, or the queue's
+                clock cannot sleep.
+
+        Introduced in lesson 06.
+        """
+        clock = _sleeping_clock(self.queue, "run_until")
+        check_positive_seconds("poll_s", poll_s)
+        events: list[JobEvent] = []
+        while (now := clock.now()) < until_s:
+            event = await self.run_one()
+            if event is None:
+                await clock.sleep(min(poll_s, until_s - now))
+            else:
+                events.append(event)
+        return events
+
+    async def _run_handler(self, job: Job) -> tuple[Exception | None, bool]:
+        """Run the handler of ``job``; return ``(error or None, whether it is permanent)``."""
+        try:
+            job_type, handler = self.handler_for(job.type)
+            await handler(job_type.parse(job.payload))
+        except (PermanentJobError, PayloadError, UnknownJobTypeError) as exc:
+            return exc, True
+        except Exception as exc:  # any other failure is transient: retry it
+            return exc, False
+        return None, False
+
+    def _finish(
+        self, lease: Lease, error: Exception | None, *, permanent: bool, lost: list[StaleLeaseError]
+    ) -> tuple[Outcome, Exception | None]:
+        """Ack or fail with ``lease``, unless it is known or found to be stale."""
+        if lost:
+            return "stale", lost[0]
+        try:
+            if error is None:
+                self.queue.ack(lease)
+                return "done", None
+            return self.queue.fail(lease, error, permanent=permanent), error
+        except StaleLeaseError as stale:
+            return "stale", stale
+
+    async def _beat(self, lease: Lease, lost: list[StaleLeaseError]) -> None:
+        """Extend ``lease`` every ``heartbeat_s`` seconds until cancelled or refused."""
+        assert self.heartbeat_s is not None  # only started when a heartbeat is set
+        clock = _sleeping_clock(self.queue, "a heartbeat")
+        job = lease.job
+        while True:
+            await clock.sleep(self.heartbeat_s)
+            try:
+                lease = self.queue.extend_lease(lease)
+            except StaleLeaseError as stale:
+                lost.append(stale)
+                beat = Heartbeat(
+                    at=clock.now(),
+                    job_id=job.id,
+                    attempt=job.attempts,
+                    leased_until=None,
+                    error=describe_error(stale),
+                )
+                self._record_beat(beat)
+                return
+            self._record_beat(
+                Heartbeat(at=clock.now(), job_id=job.id, attempt=job.attempts, leased_until=lease.expires_at)
+            )
+
+    def _record_beat(self, beat: Heartbeat) -> None:
+        self.heartbeats.append(beat)
+        if self._on_heartbeat is not None:
+            self._on_heartbeat(beat)
+
+
+def _check_heartbeat(heartbeat_s: float, queue: JobQueue) -> float:
+    """Return ``heartbeat_s`` if it is > 0 s and below the queue's visibility timeout."""
+    timeout_s = queue.visibility_timeout_s
+    if isinstance(heartbeat_s, bool) or not (math.isfinite(heartbeat_s) and 0 < heartbeat_s < timeout_s):
+        raise InvalidSettingError(
+            f"heartbeat_s must be a number of seconds > 0 and below the queue's visibility timeout"
+            f" ({timeout_s:g} s), got {heartbeat_s!r}"
+        )
+    _sleeping_clock(queue, "a heartbeat")
+    return float(heartbeat_s)
+
+
+def _sleeping_clock(queue: JobQueue, needed_by: str) -> SleepingClock:
+    """The queue's clock, if it can sleep; else an error saying who needed it to."""
+    clock = queue.clock
+    if not isinstance(clock, SleepingClock):
+        raise InvalidSettingError(
+            f"{needed_by} needs a clock that can sleep (with an async sleep(seconds), like"
+            f" SystemClock or ManualClock), got {type(clock).__name__}"
+        )
+    return clock
