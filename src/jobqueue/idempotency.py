@@ -1,0 +1,184 @@
+"""Idempotent consumers: a message's effect happens once, however often it is delivered.
+
+A queue delivers at least once (lesson 06), so a consumer sees some messages twice or
+more. It makes the *effect* happen once by remembering which message ids it has
+processed, in the table ``processed_messages``, and it must remember the id **in the same
+transaction** as the effect: recorded after the effect in a separate step, a crash in
+between credits twice on redelivery; recorded before it in a separate step, a crash in
+between never credits at all. The pattern is the "idempotent consumer" of Hohpe and
+Woolf's *Enterprise Integration Patterns* (also called an inbox table).
+
+This module owns only ``processed_messages``; the effect is yours. The course's effect,
+the shop's loyalty points, lives in :mod:`jobqueue.shop_db`.
+
+Concurrent deliveries, as measured with DuckDB 2.0.1 (two cursors of one connection, or
+two threads each with its own cursor). DuckDB's transactions are optimistic and its
+snapshot starts at a transaction's first statement, not at ``BEGIN``. The loser of a race
+for the same message id fails with one of:
+
+* ``duckdb.TransactionException: Conflict on update!`` at the effect's ``UPDATE`` (or
+  upsert) of a row that the other, still open or since committed, transaction changed;
+* ``duckdb.TransactionException: Failed to commit: PRIMARY KEY or UNIQUE constraint
+  violation: duplicate key "..."`` at ``COMMIT``, when both inserted the id (each
+  ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` returned a row: neither sees the other's
+  uncommitted row) and the other committed first; the transaction is then already gone;
+* ``duckdb.ConstraintException: Duplicate key ... violates primary key constraint`` at
+  the ``INSERT ... ON CONFLICT DO NOTHING``, when the other transaction committed the id
+  after this one's snapshot began (``DO NOTHING`` covers only rows it can see).
+
+In every case the loser's whole transaction is undone, so :func:`process_once` simply
+runs it again (a bounded number of times): the retry sees the committed id and skips.
+If the other transaction committed before the loser's first statement, the insert returns
+no row and the loser skips at once.
+
+Introduced in lesson 07.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import duckdb
+
+from jobqueue import db
+from jobqueue.clock import Clock
+from jobqueue.errors import InvalidSettingError
+
+Effect = Callable[[duckdb.DuckDBPyConnection], None]
+"""A message's effect: writes made through the connection it is given, inside the
+transaction that also records the message id. Only writes to this database belong here."""
+
+DEFAULT_CONFLICT_ATTEMPTS = 5
+"""How many times :func:`process_once` runs its transaction when concurrent deliveries
+of the same message collide (the first run included)."""
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS processed_messages"
+    " (message_id VARCHAR PRIMARY KEY, processed_at DOUBLE NOT NULL)",
+)
+"""The module's one table: the ids of processed messages, with the time (seconds, from a
+:class:`~jobqueue.clock.Clock`) each was processed."""
+
+_CONFLICTS = (duckdb.TransactionException, duckdb.ConstraintException)
+
+
+def create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Create ``processed_messages`` if it does not exist yet.
+
+    Only this module's table: the tables your effects write to are yours to create
+    (the course's, with :func:`jobqueue.shop_db.create_tables`).
+
+    Introduced in lesson 07.
+    """
+    with db.transaction(con):
+        for statement in SCHEMA:
+            con.execute(statement)
+
+
+def process_once(
+    con: duckdb.DuckDBPyConnection,
+    message_id: str,
+    effect: Effect,
+    *,
+    clock: Clock,
+    max_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
+) -> bool:
+    """Apply ``effect`` for the first delivery of ``message_id``; skip every later one.
+
+    In one transaction (:func:`jobqueue.db.transaction`), the id is inserted into
+    ``processed_messages`` with ``INSERT ... ON CONFLICT DO NOTHING RETURNING``; only if
+    a row comes back (the first delivery) is ``effect(con)`` run. Both are committed
+    together or not at all: any error rolls back the id as well, so a redelivery tries
+    again. A concurrent delivery of the same id that collides with this one (see the
+    module docstring for DuckDB's exceptions) is retried, and then sees the id and skips.
+
+    Args:
+        con: the connection to use; give each thread its own (``con.cursor()``).
+        message_id: the message's unique id, a non-empty string (the queue's job id or
+            the event id, never something computed from the delivery).
+        effect: the writes to make, through the connection it is passed. It must not
+            touch other systems: a retry after a collision runs it again. For an e-mail
+            or a payment, pass ``message_id`` to that system as its idempotency key.
+        clock: where ``processed_at`` (seconds) comes from.
+        max_attempts: how many times to run the transaction when deliveries collide
+            (>= 1, default 5).
+
+    Returns:
+        ``True`` if the effect ran (first delivery), ``False`` if the id was already
+        recorded.
+
+    Raises:
+        InvalidSettingError: if ``message_id`` is empty or not a string, or
+            ``max_attempts`` is not an int >= 1; nothing is written.
+        TransactionAbortedError: if a statement inside ``effect`` failed and ``effect``
+            swallowed the error; nothing is written (not even the id).
+        duckdb.TransactionException | duckdb.ConstraintException: if deliveries still
+            collide after ``max_attempts`` runs; nothing of this delivery is written.
+        Exception: whatever ``effect`` raised, after rolling back the id and the effect.
+
+    Introduced in lesson 07.
+    """
+    _check_message_id(message_id)
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise InvalidSettingError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
+    for attempt in range(1, max_attempts + 1):
+        try:
+            with db.transaction(con):
+                if not _record(con, message_id, clock.now()):
+                    return False
+                effect(con)
+            return True
+        except _CONFLICTS:
+            if attempt == max_attempts:
+                raise
+    raise AssertionError("unreachable: the loop returns or raises")
+
+
+def mark_processed(con: duckdb.DuckDBPyConnection, message_id: str, *, clock: Clock) -> bool:
+    """Record ``message_id`` as processed, in its own transaction.
+
+    For effects in other systems (an SMS, an e-mail), which no database transaction can
+    undo: check :func:`is_processed`, call the other system, then record the id only
+    after it accepted. A crash between the call and the record makes a rare duplicate on
+    redelivery, never a loss; passing ``message_id`` as the other system's idempotency
+    key removes the duplicate too.
+
+    Returns:
+        ``True`` if the id was new, ``False`` if it was already recorded.
+
+    Raises:
+        InvalidSettingError: if ``message_id`` is empty or not a string.
+
+    Introduced in lesson 07.
+    """
+    _check_message_id(message_id)
+    with db.transaction(con):
+        return _record(con, message_id, clock.now())
+
+
+def is_processed(con: duckdb.DuckDBPyConnection, message_id: str) -> bool:
+    """Whether ``message_id`` is recorded in ``processed_messages`` (committed).
+
+    Raises:
+        InvalidSettingError: if ``message_id`` is empty or not a string.
+
+    Introduced in lesson 07.
+    """
+    _check_message_id(message_id)
+    row = con.execute("SELECT count(*) FROM processed_messages WHERE message_id = ?", [message_id]).fetchone()
+    return row is not None and row[0] > 0
+
+
+def _record(con: duckdb.DuckDBPyConnection, message_id: str, now_s: float) -> bool:
+    """Insert the id inside the caller's transaction; ``True`` if it was new."""
+    rows = con.execute(
+        "INSERT INTO processed_messages (message_id, processed_at) VALUES (?, ?)"
+        " ON CONFLICT DO NOTHING RETURNING message_id",
+        [message_id, now_s],
+    ).fetchall()
+    return len(rows) == 1
+
+
+def _check_message_id(message_id: object) -> None:
+    if not isinstance(message_id, str) or not message_id.strip():
+        raise InvalidSettingError(f"message_id must be a non-empty string, got {message_id!r}")
