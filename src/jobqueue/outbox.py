@@ -1,0 +1,404 @@
+"""Transactional outbox: save a change and the jobs it causes in one transaction, then relay.
+
+Saving an order and then enqueueing its receipt job are two writes to two systems, and no
+transaction spans both: if the queue is unreachable after the order is saved, the job is
+lost (the "dual write" problem). The outbox makes the job a row of the same database,
+written by :func:`add_message` in the *same* transaction as the change, so both are saved
+or neither is (the course's example: :func:`jobqueue.shop_db.save_order`). A
+:class:`Relay` then publishes the unsent rows and marks each sent only after its publish
+succeeded. The pattern is Chris Richardson's "transactional outbox" (microservices.io);
+Debezium's outbox router relays by reading the database's log instead of polling. This
+module owns only the ``outbox`` table.
+
+The relay is at-least-once: a crash between publishing and marking publishes the row
+again, with the same job id (``"outbox-17"``, :func:`outbox_job_id`), which
+:meth:`jobqueue.queue.JobQueue.enqueue` ignores while it holds the job. It selects
+``WHERE sent_at IS NULL`` on every run, never "ids above the last one sent": a sequence
+hands out ids at insert, but transactions commit in any order, so a *lower* id can
+become visible after a higher one was published.
+
+Concurrency. PostgreSQL relays share one outbox by selecting their batch ``WHERE sent_at
+IS NULL ... FOR UPDATE SKIP LOCKED`` in a transaction: each skips the rows another has
+locked. DuckDB (2.0.1, measured) has no such clause (a parser error), and lets only one
+process open a file read-write (a second fails with "Could not set lock on file"): the
+relay runs inside the application's process, one per file, and goes faster with bigger
+batches, not more relays. Within the process, transactions are optimistic: an ``UPDATE``
+of a row that another open (or since committed) transaction updated fails with
+``duckdb.TransactionException: Conflict on update!``; :func:`mark_sent` rolls back,
+pauses (:data:`Pause`) and runs again, a bounded number of times, and the rerun finds the
+row marked and changes nothing. Every ``UPDATE`` of the outbox has the same plain form
+(no ``RETURNING``): on a table with a primary key, DuckDB 2.0.1 missed the conflict
+between an ``UPDATE ... RETURNING`` and a plain one. Two relays may both publish a row (a
+repeated job id, never a lost row); each marks only what it published, so correctness
+does not rest on the conflict check.
+
+Introduced in lesson 08.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Protocol, TypeVar
+
+import duckdb
+
+from jobqueue import db
+from jobqueue.clock import Clock
+from jobqueue.errors import InvalidSettingError, UnknownJobTypeError, describe_error
+from jobqueue.job import JobType, check_positive_seconds
+
+P = TypeVar("P")
+
+JOB_ID_PREFIX = "outbox-"
+"""Prefix of the job id a row is published with: row 17 becomes job ``"outbox-17"``."""
+
+DEFAULT_BATCH_SIZE = 100
+"""Rows a :class:`Relay` reads per run, at most."""
+
+DEFAULT_CONFLICT_ATTEMPTS = 5
+"""How many times :func:`mark_sent` runs its transaction when it meets a write conflict
+(the first run included)."""
+
+DEFAULT_RETENTION_S = 7 * 24 * 60 * 60.0
+"""How long sent rows are kept before :func:`delete_sent` removes them: 7 days, in seconds."""
+
+SCHEMA = (
+    "CREATE SEQUENCE IF NOT EXISTS outbox_id_seq START 1",
+    "CREATE TABLE IF NOT EXISTS outbox ("
+    " id BIGINT PRIMARY KEY DEFAULT nextval('outbox_id_seq'), type VARCHAR NOT NULL,"
+    " payload JSON NOT NULL, created_at DOUBLE NOT NULL, sent_at DOUBLE)",
+)
+"""The ``outbox`` and its id sequence. Times are seconds from a
+:class:`~jobqueue.clock.Clock`; ``sent_at`` is ``NULL`` until the row is published. The
+sequence never hands out an id twice (not even after :func:`delete_sent`), so a job id
+``"outbox-N"`` always means the same row."""
+
+CONFLICT_PAUSE_S = 0.001
+"""Real time :func:`mark_sent` waits after its first conflicted attempt, in seconds (1 ms),
+doubling after each further one (1, 2, 4, 8 ms): time for the other transaction to end."""
+
+Pause = Callable[[float], None]
+"""Waits that many seconds of *real* time (default :func:`time.sleep`), not a Clock's: the
+pause lets another thread's transaction end, which needs real time to pass (a
+:class:`~jobqueue.clock.ManualClock` advancing would not), and it reads no time (``sent_at``
+comes from the Clock). Tests that stage the conflict themselves pass a no-op."""
+
+OnConflict = Callable[[int, duckdb.TransactionException], object]
+"""Called with the attempt number (1-based) and the exception after each conflicted attempt
+of :func:`mark_sent` but the last, before the pause (for logging)."""
+
+_INSERT = "INSERT INTO outbox (type, payload, created_at) VALUES (?, ?, ?) RETURNING id"
+_SELECT = "SELECT id, type, payload, created_at, sent_at FROM outbox"
+_MARK_SENT = "UPDATE outbox SET sent_at = ? WHERE id = ? AND sent_at IS NULL"
+_DELETE_SENT = "DELETE FROM outbox WHERE sent_at IS NOT NULL AND sent_at <= ?"
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutboxMessage:
+    """One row of the outbox: a job waiting to be published, or already published.
+
+    Attributes:
+        id: the row id, from the sequence ``outbox_id_seq``.
+        type: the :attr:`JobType.name <jobqueue.job.JobType.name>` of the job.
+        payload: the payload as JSON text.
+        created_at: when the row was written, in seconds.
+        sent_at: when the relay marked it published, in seconds; ``None`` until then.
+
+    Introduced in lesson 08.
+    """
+
+    id: int
+    type: str
+    payload: str
+    created_at: float
+    sent_at: float | None = None
+
+    @property
+    def job_id(self) -> str:
+        """The id the row is published with, ``"outbox-<id>"``."""
+        return outbox_job_id(self.id)
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> OutboxMessage:
+        """Build a message from a row ``(id, type, payload, created_at, sent_at)``."""
+        id_, type_, payload, created_at, sent_at = row
+        return cls(id=id_, type=type_, payload=payload, created_at=created_at, sent_at=sent_at)
+
+
+Publish = Callable[[OutboxMessage], object]
+"""Hands one outbox message to the queue; raises if it could not (queue unreachable...)."""
+
+
+class Enqueuer(Protocol):
+    """Anything with :meth:`JobQueue.enqueue <jobqueue.queue.JobQueue.enqueue>`'s signature."""
+
+    def enqueue(self, job_type: JobType[P], payload: P, *, id: str | None = None) -> object:
+        """Add a job, or ignore it if a job with ``id`` is already held."""
+        ...
+
+
+def outbox_job_id(outbox_id: int) -> str:
+    """The job id of outbox row ``outbox_id``: ``outbox_job_id(17) == "outbox-17"``.
+
+    Introduced in lesson 08.
+    """
+    return f"{JOB_ID_PREFIX}{outbox_id}"
+
+
+def create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Create ``outbox`` and its sequence ``outbox_id_seq`` if they do not exist; nothing else.
+
+    Introduced in lesson 08.
+    """
+    with db.transaction(con):
+        for statement in SCHEMA:
+            con.execute(statement)
+
+
+def add_message(con: duckdb.DuckDBPyConnection, job_type: JobType[P], payload: P, clock: Clock) -> int:
+    """Insert a job for ``job_type`` into the outbox and return its row id.
+
+    One statement and no transaction of its own: call it inside the same
+    ``with jobqueue.db.transaction(con):`` as the change that causes the job. That is the
+    whole point: the change and the job are committed together or not at all.
+
+    Args:
+        con: the connection whose transaction the row joins.
+        job_type: the job's type; its name is stored in ``type``.
+        payload: an instance of ``job_type.payload_type``, stored as JSON.
+        clock: where ``created_at`` (seconds) comes from.
+
+    Raises:
+        PayloadError: if the payload is of the wrong class or not JSON-serialisable;
+            nothing is inserted.
+
+    Introduced in lesson 08.
+    """
+    rows = con.execute(_INSERT, [job_type.name, job_type.dump(payload), clock.now()]).fetchall()
+    return int(rows[0][0])
+
+
+def messages(con: duckdb.DuckDBPyConnection) -> list[OutboxMessage]:
+    """Every row of the outbox (committed), sent or not, in id order.
+
+    Introduced in lesson 08.
+    """
+    rows = con.execute(_SELECT + " ORDER BY id").fetchall()
+    return [OutboxMessage.from_row(row) for row in rows]
+
+
+def unsent(con: duckdb.DuckDBPyConnection, *, limit: int = DEFAULT_BATCH_SIZE) -> list[OutboxMessage]:
+    """Up to ``limit`` committed rows not yet published (``sent_at IS NULL``), lowest id first.
+
+    Raises:
+        InvalidSettingError: if ``limit`` is not an int >= 1.
+
+    Introduced in lesson 08.
+    """
+    _check_count("limit", limit)
+    rows = con.execute(_SELECT + " WHERE sent_at IS NULL ORDER BY id LIMIT ?", [limit]).fetchall()
+    return [OutboxMessage.from_row(row) for row in rows]
+
+
+def mark_sent(
+    con: duckdb.DuckDBPyConnection,
+    outbox_id: int,
+    clock: Clock,
+    *,
+    max_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
+    on_conflict: OnConflict | None = None,
+    pause: Pause = time.sleep,
+) -> bool:
+    """Set ``sent_at = clock.now()`` on row ``outbox_id`` if it is unsent, in its own transaction.
+
+    On a write conflict with another transaction (``duckdb.TransactionException`` saying
+    "Conflict", at the ``UPDATE``) it rolls back, pauses :data:`CONFLICT_PAUSE_S` (doubling
+    each time) and runs the transaction again, up to ``max_attempts`` times in all.
+
+    Args:
+        con: the connection to use; give each thread its own (``con.cursor()``).
+        outbox_id: the row to mark.
+        clock: where ``sent_at`` (seconds) comes from.
+        max_attempts: runs of the transaction when it meets conflicts (>= 1, default 5).
+        on_conflict: see :data:`OnConflict`.
+        pause: waits between conflicted runs, in real seconds (see :data:`Pause`).
+
+    Returns:
+        ``True`` if this call marked the row, ``False`` if it was already marked (or absent).
+
+    Raises:
+        InvalidSettingError: if ``max_attempts`` is not an int >= 1.
+        duckdb.TransactionException: if the conflict persists after ``max_attempts``
+            runs (the row stays unsent and will be published again), or for any other
+            transaction error, which is not retried.
+
+    Introduced in lesson 08.
+    """
+    _check_count("max_attempts", max_attempts)
+    for attempt in range(1, max_attempts + 1):
+        try:
+            with db.transaction(con):
+                rows = con.execute(_MARK_SENT, [clock.now(), outbox_id]).fetchall()
+            return bool(rows[0][0])
+        except duckdb.TransactionException as exc:
+            if "Conflict" not in str(exc) or attempt == max_attempts:
+                raise
+            if on_conflict is not None:
+                on_conflict(attempt, exc)
+            pause(CONFLICT_PAUSE_S * 2 ** (attempt - 1))
+    raise AssertionError("unreachable: the loop returns or raises")
+
+
+class Relay:
+    """Publishes the outbox's unsent rows to a queue, in id order, then marks them sent.
+
+    Each run reads up to ``batch_size`` unsent rows (:func:`unsent`, every time) and, one
+    at a time, calls ``publish``, then :func:`mark_sent`: a row is marked only after its
+    publish returned, so a crash in between publishes it again (at-least-once).
+
+    When ``publish`` raises (queue unreachable...), the run **stops**: that row and the
+    rest stay unsent for the next run, and :attr:`last_error` says why. Stopping rather
+    than skipping keeps id order and does not hammer a queue that is down; the cost is
+    that a row that can never be published (an unregistered job type) holds up the rows
+    behind it until fixed, so alert on :attr:`last_error`.
+
+    Args:
+        con: the connection to read and mark with; in a thread of its own, a cursor.
+        publish: hands one message to the queue (see :func:`publisher`); any
+            :class:`Exception` it raises counts as "not published".
+        clock: where ``sent_at`` (seconds) comes from.
+        batch_size: rows read per run, at most (>= 1, default 100).
+        max_attempts: runs of each mark's transaction on write conflicts (>= 1).
+        on_conflict: passed to :func:`mark_sent`.
+        pause: passed to :func:`mark_sent` (real time; see :data:`Pause`).
+
+    Raises:
+        InvalidSettingError: if ``publish`` is not callable, or ``batch_size`` or
+            ``max_attempts`` is not an int >= 1.
+
+    Introduced in lesson 08.
+    """
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        publish: Publish,
+        clock: Clock,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
+        on_conflict: OnConflict | None = None,
+        pause: Pause = time.sleep,
+    ) -> None:
+        if not callable(publish):
+            raise InvalidSettingError(f"publish must be callable, got {publish!r}")
+        self.con = con
+        self.clock = clock
+        self.batch_size = _check_count("batch_size", batch_size)
+        self.max_attempts = _check_count("max_attempts", max_attempts)
+        self._publish = publish
+        self._mark = partial(mark_sent, max_attempts=max_attempts, on_conflict=on_conflict, pause=pause)
+        self.published = 0
+        """Rows published by this relay so far (repeats included)."""
+        self.last_error: str | None = None
+        """Why the last run stopped early (``"outbox-3: ErrorClass: message"``), or ``None``."""
+
+    def run_once(self) -> int:
+        """Publish up to :attr:`batch_size` unsent rows, lowest id first; return how many.
+
+        Returns:
+            Rows published and marked in this run (0 if none was unsent or the first publish failed).
+
+        Raises:
+            duckdb.TransactionException: if marking a published row still conflicts after
+                :attr:`max_attempts` runs; the row stays unsent and is published again.
+        """
+        self.last_error = None
+        count = 0
+        for message in unsent(self.con, limit=self.batch_size):
+            try:
+                self._publish(message)
+            except Exception as exc:  # not published: leave this row and the rest unsent
+                self.last_error = f"{message.job_id}: {describe_error(exc)}"
+                break
+            self.published += 1
+            self._mark(self.con, message.id, self.clock)
+            count += 1
+        return count
+
+    def __repr__(self) -> str:
+        return f"Relay(published={self.published}, last_error={self.last_error!r})"
+
+
+def publisher(target: Enqueuer, job_types: Sequence[JobType[Any]]) -> Publish:
+    """A ``publish`` function for :class:`Relay` that enqueues into ``target``.
+
+    Each message is enqueued as a job of the type named by its ``type``, with its payload
+    validated on the way (:meth:`JobType.parse <jobqueue.job.JobType.parse>`) and its id
+    :attr:`OutboxMessage.job_id`, so a message published twice is one job.
+
+    Args:
+        target: a :class:`~jobqueue.queue.JobQueue`, or anything with its ``enqueue``.
+        job_types: the job types the outbox may hold, with distinct names.
+
+    Raises:
+        InvalidSettingError: if ``job_types`` is empty or two share a name.
+
+    The returned function raises :class:`~jobqueue.errors.UnknownJobTypeError` for a
+    type not in ``job_types``, :class:`~jobqueue.errors.PayloadError` for a payload
+    that does not validate, and whatever ``target.enqueue`` raises.
+
+    Introduced in lesson 08.
+    """
+    by_name: dict[str, JobType[Any]] = {}
+    for job_type in job_types:
+        if job_type.name in by_name:
+            raise InvalidSettingError(f"two job types are named {job_type.name!r}")
+        by_name[job_type.name] = job_type
+    if not by_name:
+        raise InvalidSettingError(f"publisher needs at least one job type, got {job_types!r}")
+
+    def publish(message: OutboxMessage) -> None:
+        job_type = by_name.get(message.type)
+        if job_type is None:
+            raise UnknownJobTypeError(
+                f"outbox row {message.id} has job type {message.type!r}; known: {sorted(by_name)}"
+            )
+        target.enqueue(job_type, job_type.parse(message.payload), id=message.job_id)
+
+    return publish
+
+
+def delete_sent(
+    con: duckdb.DuckDBPyConnection, clock: Clock, *, retention_s: float = DEFAULT_RETENTION_S
+) -> int:
+    """Delete rows sent at least ``retention_s`` seconds ago; return how many went.
+
+    Unsent rows are never deleted, however old. Sent rows are kept a while so you can
+    see what was published and when.
+
+    Args:
+        con: the connection to use.
+        clock: where "now" (seconds) comes from.
+        retention_s: how long to keep a sent row, in seconds (> 0, default 7 days): a row
+            goes once ``sent_at <= now - retention_s``.
+
+    Raises:
+        InvalidSettingError: if ``retention_s`` is not a finite number > 0; nothing is
+            deleted.
+
+    Introduced in lesson 08.
+    """
+    check_positive_seconds("retention_s", retention_s)
+    with db.transaction(con):
+        rows = con.execute(_DELETE_SENT, [clock.now() - retention_s]).fetchall()
+    return int(rows[0][0])
+
+
+def _check_count(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidSettingError(f"{name} must be an int >= 1, got {value!r}")
+    return value
