@@ -1,12 +1,16 @@
 """jobqueue: background jobs with leases, retries with jittered backoff and dead letters.
 
 Built one piece per lesson of the course in ``lessons/``; notebooks do
-``import jobqueue as jq``. The names below are the public surface; ``jobqueue.shop`` is
-the course's running example and ``jobqueue.teaching`` holds course helpers only.
+``import jobqueue as jq``. The names below are the public surface. The DuckDB pieces are
+modules of their own: :mod:`jobqueue.db`, :mod:`jobqueue.idempotency`,
+:mod:`jobqueue.outbox`; so is :mod:`jobqueue.fanout`. ``jobqueue.shop`` and
+``jobqueue.shop_db`` are the course's running example, and ``jobqueue.teaching`` holds
+course helpers only.
 """
 
+from jobqueue import db, fanout, idempotency, outbox
 from jobqueue.backoff import DEFAULT_BASE_S, DEFAULT_CAP_S, Backoff, RandomFn
-from jobqueue.clock import Clock, ManualClock, SystemClock
+from jobqueue.clock import Clock, ManualClock, SleepingClock, SystemClock
 from jobqueue.errors import (
     DeadLetterNotFoundError,
     InvalidSettingError,
@@ -17,9 +21,13 @@ from jobqueue.errors import (
     TransactionAbortedError,
     UnknownJobTypeError,
 )
+from jobqueue.failures import classify_exception, classify_status
+from jobqueue.fanout import Published, Topic
+from jobqueue.idempotency import process_once
 from jobqueue.job import DEFAULT_MAX_ATTEMPTS, DeadLetter, Job, JobType, Lease, RetryPolicy
+from jobqueue.outbox import Relay
 from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, JobQueue
-from jobqueue.worker import Handler, JobEvent, Worker
+from jobqueue.worker import Handler, Heartbeat, JobEvent, Worker
 
 __all__ = [
     "DEFAULT_BASE_S",
@@ -32,6 +40,7 @@ __all__ = [
     "DeadLetterNotFoundError",
     "FailOutcome",
     "Handler",
+    "Heartbeat",
     "InvalidSettingError",
     "Job",
     "JobEvent",
@@ -42,11 +51,22 @@ __all__ = [
     "ManualClock",
     "PayloadError",
     "PermanentJobError",
+    "Published",
     "RandomFn",
+    "Relay",
     "RetryPolicy",
+    "SleepingClock",
     "StaleLeaseError",
     "SystemClock",
+    "Topic",
     "TransactionAbortedError",
     "UnknownJobTypeError",
     "Worker",
+    "classify_exception",
+    "classify_status",
+    "db",
+    "fanout",
+    "idempotency",
+    "outbox",
+    "process_once",
 ]
