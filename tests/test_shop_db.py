@@ -22,11 +22,6 @@ class Crash(BaseException):
 
 
 @pytest.fixture
-def clock() -> jq.ManualClock:
-    return jq.ManualClock()
-
-
-@pytest.fixture
 def con() -> duckdb.DuckDBPyConnection:
     con = db.connect()
     outbox.create_tables(con)

@@ -1,4 +1,4 @@
-"""mypy must reject a handler whose payload class does not match its job type."""
+"""mypy must reject a handler or subscriber whose payload class does not match its job type."""
 
 import re
 from pathlib import Path
@@ -49,3 +49,16 @@ def test_mypy_rejects_a_handler_for_the_wrong_payload_type() -> None:
 def test_mypy_accepts_handlers_whose_payload_types_match() -> None:
     stdout, status = run_mypy(TYPING / "good_handler.py")
     assert (stdout, status) == ("", 0)
+
+
+def test_mypy_rejects_a_subscriber_or_payload_of_another_class() -> None:
+    bad = TYPING / "bad_subscriber.py"
+    stdout, status = run_mypy(bad)
+    errors = [match.groupdict() for match in ERROR.finditer(stdout)]
+    assert status == 1, stdout
+    assert len(errors) == stdout.count(": error:") == 2, stdout
+    expected = [n for n, line in enumerate(bad.read_text().splitlines(), 1) if "# expect: arg-type" in line]
+    assert [int(error["line"]) for error in errors] == expected
+    assert {error["code"] for error in errors} == {"arg-type"}
+    assert '"subscribe" of "Topic"' in errors[0]["message"] and "ReceiptPayload" in errors[0]["message"]
+    assert '"publish" of "Topic"' in errors[1]["message"] and "OrderPaid" in errors[1]["message"]
