@@ -1,0 +1,228 @@
+"""The course in a real browser: JupyterLab in headless Chromium, driven by Playwright.
+
+Runs lesson 02 (the backoff picture appears; the explorer's summary follows its controls)
+and takes the lesson 12 quiz to a verdict, on a throwaway copy of the course. Screenshots
+land in screenshots/ (git-ignored). Needs /usr/bin/chromium (or $JOBQUEUE_CHROMIUM) and
+the `playwright` package; without either the tests skip and say which piece is missing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from browser_support import (
+    STEP_MS,
+    LabServer,
+    answer_quiz_questions,
+    change_dropdown,
+    current_notebook,
+    lab_server,
+    launch_chromium,
+    missing_piece,
+    nudge_slider,
+    open_notebook,
+    run_all_cells,
+    wait_text_changes,
+    widget_text,
+)
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "screenshots"
+LESSON_02 = "lessons/02_backoff.ipynb"
+LESSON_12 = "lessons/12_test_yourself.ipynb"
+VERDICT = re.compile(r"\b(PASS|FAIL)\b\D*\d+\s*(of|/)\s*\d+")
+
+
+TEACHING = ROOT / "src" / "jobqueue" / "teaching"
+TEACHING_IMPORT = re.compile(r"jobqueue\.teaching\.(\w+)|from jobqueue\.teaching import ([\w ,]+)")
+
+
+def shows_marker(relpath: str, marker: str) -> bool:
+    """Whether the notebook, or a jobqueue.teaching module it imports, mentions `marker`.
+
+    A widget's DOM class (say "backoff-summary") is set either in the notebook itself or in
+    the teaching module that builds the widget.
+    """
+    path = ROOT / relpath
+    if not path.exists():
+        return False
+    text = path.read_text(encoding="utf-8")
+    if marker in text:
+        return True
+    modules = {
+        name.strip()
+        for match in TEACHING_IMPORT.findall(text)
+        for group in match
+        for name in group.split(",")
+    }
+    return any(
+        (TEACHING / f"{name}.py").exists() and marker in (TEACHING / f"{name}.py").read_text(encoding="utf-8")
+        for name in modules
+        if name
+    )
+
+
+needs_explorer = pytest.mark.skipif(
+    not shows_marker(LESSON_02, "backoff-summary"),
+    reason=f'{LESSON_02} shows no backoff explorer yet (no "backoff-summary" widget)',
+)
+needs_quiz = pytest.mark.skipif(
+    not shows_marker(LESSON_12, "quiz-verdict"),
+    reason=f'{LESSON_12} does not exist yet or shows no quiz (no "quiz-verdict" widget)',
+)
+
+
+def screenshot(page: Page, name: str) -> Path:
+    SHOTS.mkdir(exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
+
+
+def announce(capsys: pytest.CaptureFixture[str], message: str) -> None:
+    """Print past pytest's output capture, so screenshot paths show without -s."""
+    with capsys.disabled():
+        print(f"\n  {message}")
+
+
+@contextmanager
+def screenshot_on_failure(page: Page, name: str) -> Iterator[None]:
+    try:
+        yield
+    except Exception:
+        print(f"screenshot of the failure: {screenshot(page, f'{name}_FAILED')}")
+        raise
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+    reason = missing_piece()
+    if reason:
+        pytest.skip(reason)
+    workdir = tmp_path_factory.mktemp("lab")
+    # Stored outputs are stripped from the copies: what the page shows must come from this run.
+    with lab_server(ROOT, workdir, strip=(LESSON_02, LESSON_12)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def page(lab: LabServer) -> Iterator[Page]:
+    """One browser page for the module: JupyterLab loads once, notebooks open in its tabs."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = launch_chromium(playwright)
+        try:
+            context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+            context.set_default_timeout(STEP_MS)
+            yield context.new_page()
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="module")
+def lesson02(page: Page, lab: LabServer) -> Page:
+    """Lesson 02 open in the current tab, every cell run once (shared by the lesson 02 tests)."""
+    with screenshot_on_failure(page, "lesson02_run_all"):
+        open_notebook(page, lab, LESSON_02)
+        run_all_cells(page)
+    return page
+
+
+def test_lesson02_runs_and_shows_the_backoff_picture(
+    lesson02: Page, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with screenshot_on_failure(lesson02, "lesson02_picture"):
+        announce(capsys, see_the_picture(lesson02))
+
+
+def see_the_picture(page: Page) -> str:
+    """The backoff picture is an image output that the browser has loaded and shows."""
+    picture = current_notebook(page).locator('.jp-OutputArea-output[data-mime-type="image/png"] img').first
+    picture.scroll_into_view_if_needed()
+    picture.wait_for(state="visible")
+    width = picture.evaluate("img => img.complete ? img.naturalWidth : 0")
+    assert width > 100, f"the backoff picture did not load (natural width {width} px)"
+    return f"screenshot: {screenshot(page, 'lesson02_backoff_picture')}"
+
+
+@needs_explorer
+def test_lesson02_explorer_summary_follows_its_controls(
+    lesson02: Page, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with screenshot_on_failure(lesson02, "lesson02_explorer"):
+        announce(capsys, move_the_explorer(lesson02))
+
+
+def move_the_explorer(page: Page) -> str:
+    """Nudge the base_s slider, then change the strategy; the summary must change each time."""
+    notebook = current_notebook(page)
+    summary = notebook.locator(".backoff-summary").first
+    summary.scroll_into_view_if_needed()
+    summary.wait_for(state="visible")
+    # The explorer's controls: in the cell that shows the summary (else anywhere in the notebook).
+    cell = notebook.locator(".jp-CodeCell").filter(has=page.locator(".backoff-summary")).first
+    scope = cell if cell.locator(".widget-slider").count() else notebook
+    before = widget_text(summary)
+    assert before, "the explorer's summary is empty"
+    # Its picture, if it has one (an <img> under "backoff-picture"), must be redrawn too.
+    picture = scope.locator(".backoff-picture img, img.backoff-picture").first
+    picture_before = picture.get_attribute("src") if picture.count() else None
+
+    base_s = nudge_slider(scope, "base_s")
+    after_slider = wait_text_changes(summary, before)
+    if picture_before is not None:
+        page.wait_for_function(
+            "([img, old]) => img.getAttribute('src') !== old", arg=[picture.element_handle(), picture_before]
+        )
+    summary.scroll_into_view_if_needed()
+    shot = screenshot(page, "lesson02_explorer_after_base_s")
+    strategy = change_dropdown(scope, "strategy")
+    after_dropdown = wait_text_changes(summary, after_slider)
+    redrawn = "and its picture " if picture_before is not None else ""
+    return (
+        f"explorer summary {redrawn}changed: {before!r}\n  base_s -> {base_s}: {after_slider!r}\n"
+        f"  strategy -> {strategy}: {after_dropdown!r}\n  screenshot: {shot}"
+    )
+
+
+@needs_quiz
+def test_lesson12_quiz_reaches_a_verdict(
+    page: Page, lab: LabServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with screenshot_on_failure(page, "lesson12_quiz"):
+        announce(capsys, take_the_quiz(page, lab))
+
+
+def take_the_quiz(page: Page, lab: LabServer) -> str:
+    """Answer every question, submit, and wait for a PASS or FAIL verdict with a count."""
+    open_notebook(page, lab, LESSON_12)
+    run_all_cells(page)
+    # The first quiz on the page: the code cell that shows the first Submit button.
+    quiz = current_notebook(page).locator(".jp-CodeCell").filter(has=page.locator(".quiz-submit")).first
+    quiz.wait_for(state="attached")
+    answered = answer_quiz_questions(quiz)
+    assert answered > 0, "the quiz shows no .quiz-question"
+
+    submit = quiz.locator(".quiz-submit").first
+    submit.scroll_into_view_if_needed()
+    submit.click()
+    verdict = quiz.locator(".quiz-verdict").first
+    verdict.wait_for(state="attached")  # an empty HTML widget has no height: not "visible" yet
+    page.wait_for_function(
+        "([el, pattern]) => new RegExp(pattern).test(el.innerText)",
+        arg=[verdict.element_handle(), VERDICT.pattern],
+    )
+    text = widget_text(verdict)
+    assert VERDICT.search(text), text
+    verdict.scroll_into_view_if_needed()
+    shot = screenshot(page, "lesson12_quiz_verdict")
+    return f"quiz verdict after answering {answered} questions: {text!r}\n  screenshot: {shot}"
