@@ -118,11 +118,7 @@ class ManualClock:
             InvalidSettingError: if ``seconds`` is negative or not finite (time never runs
                 backwards: leases that had ended would come back to life).
         """
-        if not math.isfinite(seconds) or seconds < 0:
-            raise InvalidSettingError(
-                f"advance takes a finite, non-negative number of seconds, got {seconds!r}"
-            )
-        self._now += seconds
+        self._now += _check_wait("advance", seconds)
         self._wake_due()
         return self._now
 

@@ -18,6 +18,14 @@ import duckdb
 
 from jobqueue.errors import TransactionAbortedError
 
+DEFAULT_CONFLICT_ATTEMPTS = 5
+"""How many times a transaction that meets a write conflict is run, the first run included.
+
+DuckDB's concurrency is optimistic: a transaction that collides with another fails and
+must be run again. Used by :func:`jobqueue.idempotency.process_once` and
+:func:`jobqueue.outbox.mark_sent`.
+"""
+
 
 def connect(path: str | Path = ":memory:") -> duckdb.DuckDBPyConnection:
     """Open a DuckDB database (in memory by default) with the course's settings.

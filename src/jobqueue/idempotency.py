@@ -42,15 +42,13 @@ import duckdb
 
 from jobqueue import db
 from jobqueue.clock import Clock
+from jobqueue.db import DEFAULT_CONFLICT_ATTEMPTS
 from jobqueue.errors import InvalidSettingError
+from jobqueue.job import check_count
 
 Effect = Callable[[duckdb.DuckDBPyConnection], None]
 """A message's effect: writes made through the connection it is given, inside the
 transaction that also records the message id. Only writes to this database belong here."""
-
-DEFAULT_CONFLICT_ATTEMPTS = 5
-"""How many times :func:`process_once` runs its transaction when concurrent deliveries
-of the same message collide (the first run included)."""
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS processed_messages"
@@ -119,8 +117,7 @@ def process_once(
     Introduced in lesson 07.
     """
     _check_message_id(message_id)
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-        raise InvalidSettingError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
+    check_count("max_attempts", max_attempts)
     for attempt in range(1, max_attempts + 1):
         try:
             with db.transaction(con):

@@ -44,9 +44,7 @@ class RetryPolicy:
     backoff: Backoff = field(default_factory=Backoff)
 
     def __post_init__(self) -> None:
-        attempts = self.max_attempts
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-            raise InvalidSettingError(f"max_attempts must be an int >= 1, got {self.max_attempts!r}")
+        check_count("max_attempts", self.max_attempts)
 
 
 class JobType(Generic[P]):
@@ -179,6 +177,17 @@ class DeadLetter:
 
     job: Job
     died_at: float
+
+
+def check_count(name: str, value: int) -> int:
+    """Return ``value`` if it is an int >= 1 (``True`` is not a count).
+
+    Raises:
+        InvalidSettingError: naming ``name`` and the bad value.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidSettingError(f"{name} must be an int >= 1, got {value!r}")
+    return value
 
 
 def check_positive_seconds(name: str, value: float) -> float:

@@ -47,8 +47,9 @@ import duckdb
 
 from jobqueue import db
 from jobqueue.clock import Clock
+from jobqueue.db import DEFAULT_CONFLICT_ATTEMPTS
 from jobqueue.errors import InvalidSettingError, UnknownJobTypeError, describe_error
-from jobqueue.job import JobType, check_positive_seconds
+from jobqueue.job import JobType, check_count, check_positive_seconds
 
 P = TypeVar("P")
 
@@ -57,10 +58,6 @@ JOB_ID_PREFIX = "outbox-"
 
 DEFAULT_BATCH_SIZE = 100
 """Rows a :class:`Relay` reads per run, at most."""
-
-DEFAULT_CONFLICT_ATTEMPTS = 5
-"""How many times :func:`mark_sent` runs its transaction when it meets a write conflict
-(the first run included)."""
 
 DEFAULT_RETENTION_S = 7 * 24 * 60 * 60.0
 """How long sent rows are kept before :func:`delete_sent` removes them: 7 days, in seconds."""
@@ -198,7 +195,7 @@ def unsent(con: duckdb.DuckDBPyConnection, *, limit: int = DEFAULT_BATCH_SIZE) -
 
     Introduced in lesson 08.
     """
-    _check_count("limit", limit)
+    check_count("limit", limit)
     rows = con.execute(_SELECT + " WHERE sent_at IS NULL ORDER BY id LIMIT ?", [limit]).fetchall()
     return [OutboxMessage.from_row(row) for row in rows]
 
@@ -237,7 +234,7 @@ def mark_sent(
 
     Introduced in lesson 08.
     """
-    _check_count("max_attempts", max_attempts)
+    check_count("max_attempts", max_attempts)
     for attempt in range(1, max_attempts + 1):
         try:
             with db.transaction(con):
@@ -297,8 +294,8 @@ class Relay:
             raise InvalidSettingError(f"publish must be callable, got {publish!r}")
         self.con = con
         self.clock = clock
-        self.batch_size = _check_count("batch_size", batch_size)
-        self.max_attempts = _check_count("max_attempts", max_attempts)
+        self.batch_size = check_count("batch_size", batch_size)
+        self.max_attempts = check_count("max_attempts", max_attempts)
         self._publish = publish
         self._mark = partial(mark_sent, max_attempts=max_attempts, on_conflict=on_conflict, pause=pause)
         self.published = 0
@@ -396,9 +393,3 @@ def delete_sent(
     with db.transaction(con):
         rows = con.execute(_DELETE_SENT, [clock.now() - retention_s]).fetchall()
     return int(rows[0][0])
-
-
-def _check_count(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidSettingError(f"{name} must be an int >= 1, got {value!r}")
-    return value
