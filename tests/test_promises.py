@@ -59,7 +59,7 @@ def test_unacked_job_is_invisible_until_the_visibility_timeout_then_back_as_atte
     assert clock.now() == 30.0
     again = queue.claim()
     assert again is not None
-    assert (again.job.id, again.job.attempts) == ("receipt-1001", 2)
+    assert (again.job.id, again.job.attempts, again.expires_at) == ("receipt-1001", 2, 60.0)
 
 
 def test_a_second_enqueue_with_the_same_id_is_ignored() -> None:

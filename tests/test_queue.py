@@ -255,20 +255,6 @@ def test_claim_hands_out_the_job_due_earliest_first() -> None:
     assert [queue.claim().job.id, queue.claim().job.id] == ["newer", "retried"]  # type: ignore[union-attr]
 
 
-def test_unacked_job_comes_back_when_its_lease_runs_out() -> None:
-    clock = ManualClock()
-    queue = make_queue(clock)
-    queue.enqueue(RENDER_INVOICE, invoice(), id="invoice-1001")
-    assert queue.claim() is not None
-    clock.advance(29.999)
-    assert queue.claim() is None
-    clock.advance(0.001)
-    assert clock.now() == 30.0
-    again = queue.claim()
-    assert again is not None
-    assert (again.job.id, again.job.attempts, again.expires_at) == ("invoice-1001", 2, 60.0)
-
-
 def test_job_whose_final_lease_expires_is_dead_lettered_at_the_next_claim() -> None:
     clock = ManualClock()
     queue = make_queue(clock, retry=RetryPolicy(max_attempts=2))
