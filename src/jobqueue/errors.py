@@ -73,6 +73,16 @@ class TransactionAbortedError(JobQueueError):
     """
 
 
+class QueueFileLockedError(JobQueueError):
+    """A durable queue's DuckDB file is open in another process.
+
+    DuckDB lets one process at a time open a file for writing, so every worker of one
+    queue file runs in one process (use the worker's concurrency instead of more
+    processes). The message names the file and, as DuckDB reports it, the process that
+    holds it.
+    """
+
+
 def describe_error(error: BaseException) -> str:
     """Render an exception as the queue stores it: ``"ErrorClass: message"``."""
     return f"{type(error).__name__}: {error}"

@@ -8,9 +8,11 @@ hands it out as a new attempt. Only an ack removes a job, so delivery is at-leas
 The model is Amazon SQS's (visibility timeout, receipt handle, maxReceiveCount and a
 dead-letter queue).
 
-Everything is kept in this process's memory and lost when it ends.
+Everything is kept in this process's memory and lost when it ends; :class:`Queue` is the
+interface it shares with :class:`jobqueue.durable.DurableQueue`, which keeps jobs in a
+DuckDB file.
 
-Introduced in lesson 03.
+Introduced in lesson 03; batches, ``release`` and ``metrics`` in lesson 11.
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ from __future__ import annotations
 import heapq
 import itertools
 import random as _random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Literal, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock
-from jobqueue.errors import DeadLetterNotFoundError, StaleLeaseError, describe_error
-from jobqueue.job import DeadLetter, Job, JobType, Lease, RetryPolicy, check_positive_seconds
+from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, StaleLeaseError, describe_error
+from jobqueue.job import DeadLetter, Job, JobType, Lease, RetryPolicy, check_count, check_positive_seconds
+from jobqueue.metrics import DEFAULT_WINDOW_S, OutcomeLog, QueueMetrics, check_window, measure
 
 P = TypeVar("P")
 
@@ -34,6 +37,76 @@ FailOutcome = Literal["retry", "dead"]
 
 DEFAULT_VISIBILITY_TIMEOUT_S = 30.0
 """How long a claimed job stays hidden from other workers, in seconds (SQS's default)."""
+
+
+class Queue(Protocol):
+    """What every job queue of this package offers: :class:`JobQueue` and ``DurableQueue``.
+
+    The methods keep the same promises in both (``tests/queue_contract.py`` checks them
+    against each); the docstrings of :class:`JobQueue` give the details. Workers
+    (:class:`jobqueue.worker.Worker`, :class:`jobqueue.runner.Runner`) accept any of them.
+    """
+
+    @property
+    def clock(self) -> Clock:
+        """Where the queue reads the time (seconds)."""
+
+    @property
+    def visibility_timeout_s(self) -> float:
+        """How long a claim hides a job, in seconds."""
+
+    def enqueue(self, job_type: JobType[P], payload: P, *, id: str | None = None) -> Job:
+        """Add one job, waiting from now; an id already held adds nothing."""
+
+    def enqueue_many(
+        self, job_type: JobType[P], payloads: Sequence[P], *, ids: Sequence[str] | None = None
+    ) -> list[Job]:
+        """Add several jobs of one type; all or none if a payload is invalid."""
+
+    def claim(self) -> Lease | None:
+        """Lease the job claimable longest, or ``None``."""
+
+    def claim_many(self, limit: int) -> list[Lease]:
+        """Lease up to ``limit`` due jobs."""
+
+    def ack(self, lease: Lease) -> None:
+        """Mark a leased job done; ``StaleLeaseError`` if the lease is stale."""
+
+    def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
+        """Ack every lease still held; return the stale ones."""
+
+    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
+        """Record a failed attempt: ``"retry"`` after the backoff, or ``"dead"``."""
+
+    def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
+        """Push a lease's end to ``now + by_s`` seconds (heartbeat)."""
+
+    def release(self, lease: Lease) -> Job:
+        """Give a claimed job back unrun, due now, the attempt not counted."""
+
+    def replay(self, job_id: str) -> Job:
+        """Move a dead job back to waiting with a fresh attempt budget."""
+
+    def discard(self, job_id: str) -> DeadLetter:
+        """Delete a dead letter and return it."""
+
+    def get(self, job_id: str) -> Job | None:
+        """The record of a waiting or leased job, or ``None``."""
+
+    def jobs(self) -> list[Job]:
+        """Every waiting or leased job, in the order they become claimable."""
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """The dead-letter queue, oldest death first."""
+
+    def next_visible_at(self) -> float | None:
+        """Earliest time (seconds) some job can be claimed, or ``None``."""
+
+    def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> QueueMetrics:
+        """The numbers to watch, failure rate over the last ``window_s`` seconds."""
+
+    def __len__(self) -> int:
+        """Number of waiting or leased jobs."""
 
 
 class JobQueue:
@@ -79,6 +152,7 @@ class JobQueue:
         self._current: dict[str, int] = {}
         self._serial = itertools.count()
         self._lease_serial = itertools.count(1)
+        self._outcomes = OutcomeLog()
 
     # -- producer side -------------------------------------------------------------
 
@@ -113,6 +187,29 @@ class JobQueue:
         self._store(job)
         return job
 
+    def enqueue_many(
+        self, job_type: JobType[P], payloads: Sequence[P], *, ids: Sequence[str] | None = None
+    ) -> list[Job]:
+        """Enqueue several jobs of one type, in order; see :meth:`enqueue`.
+
+        Args:
+            job_type: the type of every job.
+            payloads: one payload per job.
+            ids: one id per payload, or ``None`` for fresh ids.
+
+        Raises:
+            PayloadError: if any payload is invalid; then no job is added.
+            InvalidSettingError: if ``ids`` and ``payloads`` differ in length.
+        """
+        ids = check_ids(ids, payloads)
+        for payload in payloads:  # every payload is checked before any job is added
+            job_type.dump(payload)
+        if ids is None:
+            return [self.enqueue(job_type, payload) for payload in payloads]
+        return [
+            self.enqueue(job_type, payload, id=job_id) for payload, job_id in zip(payloads, ids, strict=True)
+        ]
+
     # -- worker side ---------------------------------------------------------------
 
     def claim(self) -> Lease | None:
@@ -143,6 +240,18 @@ class JobQueue:
             return Lease(job=leased, token=token)
         return None
 
+    def claim_many(self, limit: int) -> list[Lease]:
+        """Claim up to ``limit`` due jobs at once, in the order :meth:`claim` would.
+
+        Raises:
+            InvalidSettingError: if ``limit`` is not an int >= 1.
+        """
+        check_count("limit", limit)
+        leases: list[Lease] = []
+        while len(leases) < limit and (lease := self.claim()) is not None:
+            leases.append(lease)
+        return leases
+
     def ack(self, lease: Lease) -> None:
         """Mark the leased job done: it leaves the queue for good.
 
@@ -156,6 +265,21 @@ class JobQueue:
         self._check_holder(lease)
         job_id = lease.job.id
         del self._jobs[job_id], self._tokens[job_id], self._current[job_id]
+        self._outcomes.record(self.clock.now(), failed=False)
+
+    def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
+        """Ack every lease still held; return the stale ones, which change nothing.
+
+        Unlike :meth:`ack`, a stale lease does not raise: in a batch from a busy worker one
+        lost lease must not refuse the others.
+        """
+        stale = []
+        for lease in leases:
+            try:
+                self.ack(lease)
+            except StaleLeaseError:
+                stale.append(lease)
+        return stale
 
     def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
         """Record a failed attempt; retry the job later or move it to the dead letters.
@@ -181,10 +305,12 @@ class JobQueue:
         failed = replace(job, leased_until=None, last_error=message)
         if permanent or job.attempts >= job.max_attempts:
             self._bury(failed, now)
+            self._outcomes.record(now, failed=True)
             return "dead"
         run_at = now + job.backoff.delay_s(job.attempts, self._random)  # may raise: change nothing before
         del self._tokens[job.id]
         self._store(replace(failed, run_at=run_at))
+        self._outcomes.record(now, failed=True)
         return "retry"
 
     def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
@@ -210,6 +336,32 @@ class JobQueue:
         extended = replace(self._jobs[lease.job.id], leased_until=self.clock.now() + extra_s)
         self._store(extended)
         return Lease(job=extended, token=lease.token)
+
+    def release(self, lease: Lease) -> Job:
+        """Give a claimed job back unrun: waiting again, due now, the attempt not counted.
+
+        For a worker that shuts down before it could run (or finish) the job: unlike a
+        failure this uses up no attempt and waits out no backoff, and unlike a crash the
+        next worker need not wait for the lease to run out (as SQS
+        ``ChangeMessageVisibility`` to 0, or Sidekiq's push-back on shutdown). A handler
+        that was interrupted may have done part of its work, which at-least-once delivery
+        already allows for.
+
+        Returns:
+            The job's record, waiting again.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
+                changes.
+
+        Introduced in lesson 11.
+        """
+        self._check_holder(lease)
+        job = self._jobs[lease.job.id]
+        given_back = replace(job, attempts=job.attempts - 1, run_at=self.clock.now(), leased_until=None)
+        del self._tokens[job.id]
+        self._store(given_back)
+        return given_back
 
     # -- dead letters --------------------------------------------------------------
 
@@ -266,6 +418,26 @@ class JobQueue:
             heapq.heappop(self._heap)
         return self._heap[0][0] if self._heap else None
 
+    def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> QueueMetrics:
+        """The numbers to watch now, with the failure rate over the last ``window_s`` seconds.
+
+        Raises:
+            InvalidSettingError: if ``window_s`` is not > 0 s or longer than a day.
+
+        Introduced in lesson 11.
+        """
+        check_window(window_s)
+        now = self.clock.now()
+        done, failed = self._outcomes.counts(now, window_s)
+        return measure(
+            self._jobs.values(),
+            now=now,
+            window_s=window_s,
+            done=done,
+            failed=failed,
+            dead_letters=len(self._dead),
+        )
+
     def __len__(self) -> int:
         """Number of waiting or leased jobs (dead ones not included)."""
         return len(self._jobs)
@@ -293,18 +465,39 @@ class JobQueue:
         self._dead[job.id] = DeadLetter(job=job, died_at=now)
 
     def _check_holder(self, lease: Lease) -> None:
-        job_id = lease.job.id
-        current = self._tokens.get(job_id)
-        if current == lease.token:
-            return
-        if job_id not in self._jobs:
-            raise StaleLeaseError(
-                f"lease {lease.token} on job {job_id!r} is stale: the job is no longer in the queue"
-                " (acked or dead-lettered)"
-            )
-        attempt = self._jobs[job_id].attempts
-        held = f"held now as {current} (attempt {attempt})" if current else "not leased now"
-        raise StaleLeaseError(
-            f"lease {lease.token} on job {job_id!r} (attempt {lease.job.attempts}) is stale:"
-            f" the job is {held}"
+        current = self._tokens.get(lease.job.id)
+        if current != lease.token:
+            raise stale_lease(lease, self._jobs.get(lease.job.id), current)
+
+
+def stale_lease(lease: Lease, job: Job | None, current: str | None) -> StaleLeaseError:
+    """The error for ``lease`` when the queue holds ``job`` under the token ``current``.
+
+    Args:
+        lease: the lease a worker presented.
+        job: the job's record now, or ``None`` if it left the queue.
+        current: the token of the job's lease now, or ``None`` if it is not leased.
+    """
+    job_id = lease.job.id
+    if job is None:
+        return StaleLeaseError(
+            f"lease {lease.token} on job {job_id!r} is stale: the job is no longer in the queue"
+            " (acked or dead-lettered)"
         )
+    held = f"held now as {current} (attempt {job.attempts})" if current else "not leased now"
+    return StaleLeaseError(
+        f"lease {lease.token} on job {job_id!r} (attempt {lease.job.attempts}) is stale: the job is {held}"
+    )
+
+
+def check_ids(ids: Sequence[str] | None, payloads: Sequence[object]) -> Sequence[str] | None:
+    """Return ``ids`` if it is ``None`` or has one id per payload.
+
+    Raises:
+        InvalidSettingError: naming both lengths, if they differ.
+    """
+    if ids is not None and len(ids) != len(payloads):
+        raise InvalidSettingError(
+            f"ids must give one id per payload: {len(ids)} ids for {len(payloads)} payloads"
+        )
+    return ids

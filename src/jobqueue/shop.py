@@ -63,6 +63,17 @@ class InvoicePayload:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReportPayload:
+    """Payload of a ``build_report`` job: which report, and how long building it takes (s).
+
+    ``work_s`` stands in for real work in the lesson 11 demo of a worker service.
+    """
+
+    report_id: int
+    work_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class PickPayload:
     """Payload of a ``pick_order`` job (the warehouse picks and packs the items)."""
 
@@ -72,6 +83,7 @@ class PickPayload:
 SEND_RECEIPT = JobType("send_receipt", ReceiptPayload)
 RENDER_INVOICE = JobType("render_invoice", InvoicePayload)
 PICK_ORDER = JobType("pick_order", PickPayload)
+BUILD_REPORT = JobType("build_report", ReportPayload)
 
 
 class MailProviderDown(ConnectionError):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -32,15 +32,16 @@ from jobqueue.errors import (
     describe_error,
 )
 from jobqueue.job import Job, JobType, Lease, check_positive_seconds
-from jobqueue.queue import JobQueue
+from jobqueue.queue import Queue
 
 P = TypeVar("P")
 
 Handler = Callable[[P], Awaitable[None]]
 """An async function that does one job's work, given its payload."""
 
-Outcome = Literal["done", "retry", "dead", "stale"]
-"""What became of an attempt; ``"stale"``: the lease was lost, so it was neither acked nor failed."""
+Outcome = Literal["done", "retry", "dead", "stale", "released"]
+"""What became of an attempt; ``"stale"``: the lease was lost, so it was neither acked nor
+failed; ``"released"``: given back unfinished at shutdown (:meth:`JobQueue.release`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,14 +51,16 @@ class JobEvent:
     Attributes:
         at: when the attempt ended, in seconds on the queue's clock.
         job_id, job_type, attempt: which job and which attempt (1-based).
-        outcome: ``"done"`` (acked), ``"retry"`` (waiting to run again), ``"dead"``, or
+        outcome: ``"done"`` (acked), ``"retry"`` (waiting to run again), ``"dead"``,
             ``"stale"`` (the worker lost its lease while the handler ran, so the queue
-            would not take its ack or fail; the job belongs to another attempt now).
+            would not take its ack or fail; the job belongs to another attempt now), or
+            ``"released"`` (given back unfinished when a :class:`~jobqueue.runner.Runner`
+            shut down; the attempt does not count).
         error: the failure as ``"ErrorClass: message"`` (for ``"stale"``, the
             :class:`~jobqueue.errors.StaleLeaseError`), or ``None`` when done.
         retry_at: for a retry, when the job becomes claimable again (seconds).
 
-    Introduced in lesson 04; ``"stale"`` in lesson 06.
+    Introduced in lesson 04; ``"stale"`` in lesson 06; ``"released"`` in lesson 11.
     """
 
     at: float
@@ -69,13 +72,20 @@ class JobEvent:
     retry_at: float | None = None
 
     def __str__(self) -> str:
-        head = f"t={self.at:g}s {self.job_id} attempt {self.attempt}:"
+        return self.describe()
+
+    def describe(self, when: Callable[[float], str] = lambda at: f"t={at:g}s") -> str:
+        """The log line, with times written by ``when`` (default ``t=7s``; the CLI uses ISO 8601)."""
+        head = f"{when(self.at)} {self.job_id} attempt {self.attempt}:"
         if self.outcome == "done":
             return f"{head} done"
         if self.outcome == "retry":
-            return f"{head} failed, retry at t={self.retry_at:g}s ({self.error})"
+            assert self.retry_at is not None  # a retry always has its time
+            return f"{head} failed, retry at {when(self.retry_at)} ({self.error})"
         if self.outcome == "stale":
             return f"{head} lease lost, not acked ({self.error})"
+        if self.outcome == "released":
+            return f"{head} given back unfinished at shutdown"
         return f"{head} dead ({self.error})"
 
 
@@ -106,6 +116,28 @@ class Heartbeat:
         return f"{head} heartbeat refused, lease lost ({self.error})"
 
 
+@dataclass(frozen=True, kw_only=True)
+class Attempt:
+    """A handler run that has ended, before its ack or fail (see :meth:`Worker.settle`).
+
+    Attributes:
+        lease: the lease the job was claimed with.
+        error: what the handler raised, or ``None`` on success.
+        permanent: whether ``error`` rules out a retry (a
+            :class:`~jobqueue.errors.PermanentJobError`, an invalid payload or an unknown
+            job type).
+        lost: the :class:`~jobqueue.errors.StaleLeaseError` that refused a heartbeat, if
+            the lease was lost while the handler ran.
+
+    Introduced in lesson 11.
+    """
+
+    lease: Lease
+    error: Exception | None
+    permanent: bool
+    lost: StaleLeaseError | None
+
+
 class Worker:
     """Runs jobs from one queue, one at a time, with a handler per job type.
 
@@ -132,7 +164,7 @@ class Worker:
 
     def __init__(
         self,
-        queue: JobQueue,
+        queue: Queue,
         *,
         on_event: Callable[[JobEvent], object] | None = None,
         heartbeat_s: float | None = None,
@@ -181,6 +213,15 @@ class Worker:
         lease = self.queue.claim()
         if lease is None:
             return None
+        return self.settle([await self.execute(lease)])[0]
+
+    async def execute(self, lease: Lease) -> Attempt:
+        """Run the handler of a claimed job (with the heartbeat, if set), but neither ack nor fail.
+
+        Pass the result to :meth:`settle`. Cancelling this coroutine cancels the handler
+        and the heartbeat; the lease is then still held (give it back with
+        :meth:`~jobqueue.queue.JobQueue.release`). Introduced in lesson 11.
+        """
         lost: list[StaleLeaseError] = []
         beat = None if self.heartbeat_s is None else asyncio.create_task(self._beat(lease, lost))
         try:
@@ -192,7 +233,26 @@ class Worker:
             await asyncio.wait([beat])
             if not beat.cancelled():
                 beat.result()  # re-raise a bug in the heartbeat, never swallow it
-        outcome, error = self._finish(lease, error, permanent=permanent, lost=lost)
+        return Attempt(lease=lease, error=error, permanent=permanent, lost=lost[0] if lost else None)
+
+    def settle(self, attempts: Sequence[Attempt]) -> list[JobEvent]:
+        """Ack the attempts that succeeded (in one batch) and fail the others; return the events.
+
+        Events are recorded (and passed to ``on_event``) in the order of ``attempts``.
+        Introduced in lesson 11; :meth:`run_one` settles one attempt at a time.
+        """
+        succeeded = [a.lease for a in attempts if a.error is None and a.lost is None]
+        batch = len(succeeded) > 1
+        refused = {lease.token for lease in self.queue.ack_many(succeeded)} if batch else set()
+        events = []
+        for attempt in attempts:
+            acked = batch and attempt.lease.token not in refused
+            outcome, error = self._finish(attempt, acked=acked)
+            events.append(self.record(attempt.lease, outcome, error))
+        return events
+
+    def record(self, lease: Lease, outcome: Outcome, error: BaseException | None = None) -> JobEvent:
+        """Record (and report to ``on_event``) what became of the attempt held by ``lease``."""
         retried = self.queue.get(lease.job.id) if outcome == "retry" else None
         event = JobEvent(
             at=self.queue.clock.now(),
@@ -258,17 +318,21 @@ class Worker:
             return exc, False
         return None, False
 
-    def _finish(
-        self, lease: Lease, error: Exception | None, *, permanent: bool, lost: list[StaleLeaseError]
-    ) -> tuple[Outcome, Exception | None]:
-        """Ack or fail with ``lease``, unless it is known or found to be stale."""
-        if lost:
-            return "stale", lost[0]
+    def _finish(self, attempt: Attempt, *, acked: bool) -> tuple[Outcome, BaseException | None]:
+        """Ack (unless ``acked`` already) or fail ``attempt``, unless its lease is stale.
+
+        A success a batch ack refused is acked once more on its own: that changes nothing
+        and raises the queue's StaleLeaseError, which says why.
+        """
+        lease, error = attempt.lease, attempt.error
+        if attempt.lost is not None:
+            return "stale", attempt.lost
         try:
             if error is None:
-                self.queue.ack(lease)
+                if not acked:
+                    self.queue.ack(lease)
                 return "done", None
-            return self.queue.fail(lease, error, permanent=permanent), error
+            return self.queue.fail(lease, error, permanent=attempt.permanent), error
         except StaleLeaseError as stale:
             return "stale", stale
 
@@ -302,7 +366,7 @@ class Worker:
             self._on_heartbeat(beat)
 
 
-def _check_heartbeat(heartbeat_s: float, queue: JobQueue) -> float:
+def _check_heartbeat(heartbeat_s: float, queue: Queue) -> float:
     """Return ``heartbeat_s`` if it is > 0 s and below the queue's visibility timeout."""
     timeout_s = queue.visibility_timeout_s
     if isinstance(heartbeat_s, bool) or not (math.isfinite(heartbeat_s) and 0 < heartbeat_s < timeout_s):
@@ -314,7 +378,7 @@ def _check_heartbeat(heartbeat_s: float, queue: JobQueue) -> float:
     return float(heartbeat_s)
 
 
-def _sleeping_clock(queue: JobQueue, needed_by: str) -> SleepingClock:
+def _sleeping_clock(queue: Queue, needed_by: str) -> SleepingClock:
     """The queue's clock, if it can sleep; else an error saying who needed it to."""
     clock = queue.clock
     if not isinstance(clock, SleepingClock):

@@ -1,0 +1,590 @@
+"""A durable job queue: the same leases, retries and dead letters, kept in a DuckDB file.
+
+:class:`DurableQueue` keeps the promises of :class:`jobqueue.queue.JobQueue` (the same
+contract tests run against both) but every change is a committed DuckDB transaction, so
+the jobs outlive the process. A worker killed mid-job (even by SIGKILL) leaves its job
+leased; once the lease runs out the next claim hands it out again as a new attempt.
+
+Two things follow from DuckDB and shape the design:
+
+- **One process per file.** DuckDB lets one process open a file for writing; a second
+  gets :class:`~jobqueue.errors.QueueFileLockedError`. Concurrency comes from one
+  process running many jobs at once (:class:`jobqueue.runner.Runner`), not from many
+  processes. PostgreSQL-backed queues (``SELECT … FOR UPDATE SKIP LOCKED``) lift this
+  limit; DuckDB has no row locks.
+- **Batches.** A DuckDB commit costs about a millisecond on a file, so one job per
+  transaction tops out at a few hundred jobs a second. :meth:`~DurableQueue.claim_many`,
+  :meth:`~DurableQueue.ack_many` and :meth:`~DurableQueue.enqueue_many` move many jobs in
+  one transaction (``benchmarks/durable_throughput.py`` measures the difference).
+
+Times are seconds since the epoch from the queue's clock (wall-clock time, so they mean
+the same after a restart). Tables are prefixed ``jobqueue_``, so the queue can share a
+database file with an application's own tables (and an outbox).
+
+Introduced in lesson 11.
+"""
+
+from __future__ import annotations
+
+import random as _random
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import duckdb
+
+from jobqueue import db
+from jobqueue.backoff import Backoff, RandomFn
+from jobqueue.clock import Clock, SystemClock
+from jobqueue.errors import DeadLetterNotFoundError, QueueFileLockedError, describe_error
+from jobqueue.job import DeadLetter, Job, JobType, Lease, RetryPolicy, check_count, check_positive_seconds
+from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics, bucket, check_window
+from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, check_ids, stale_lease
+
+P = TypeVar("P")
+
+_SCHEMA = """
+CREATE SEQUENCE IF NOT EXISTS jobqueue_serial;
+CREATE SEQUENCE IF NOT EXISTS jobqueue_lease;
+CREATE SEQUENCE IF NOT EXISTS jobqueue_job_id;
+CREATE TABLE IF NOT EXISTS jobqueue_jobs (
+    id VARCHAR PRIMARY KEY,
+    type VARCHAR NOT NULL,
+    payload VARCHAR NOT NULL,
+    attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    base_s DOUBLE NOT NULL,
+    cap_s DOUBLE NOT NULL,
+    run_at DOUBLE NOT NULL,
+    leased_until DOUBLE,
+    lease_token VARCHAR,
+    last_error VARCHAR,
+    visible_at DOUBLE NOT NULL,
+    serial BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobqueue_dead (
+    id VARCHAR PRIMARY KEY,
+    type VARCHAR NOT NULL,
+    payload VARCHAR NOT NULL,
+    attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    base_s DOUBLE NOT NULL,
+    cap_s DOUBLE NOT NULL,
+    run_at DOUBLE NOT NULL,
+    last_error VARCHAR,
+    died_at DOUBLE NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobqueue_outcomes (
+    second BIGINT PRIMARY KEY,
+    done BIGINT NOT NULL,
+    failed BIGINT NOT NULL
+);
+"""
+
+_JOB_COLUMNS = "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error"
+_DEAD_COLUMNS = "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, NULL, last_error, died_at"
+
+
+class DurableQueue:
+    """A job queue in a DuckDB file, with leases, retries with backoff, and dead letters.
+
+    Args:
+        path: the database file (created if missing), or ``":memory:"`` for a
+            throwaway queue (tests, demos).
+        clock: where the queue reads the time; default :class:`SystemClock` (seconds
+            since the epoch). A restart must use a clock on the same scale.
+        visibility_timeout_s: how long a claim hides a job, in seconds (> 0).
+        retry: retry policy of job types that do not bring their own.
+        random: source of jitter for retry delays, returning floats in ``[0, 1]``.
+
+    Raises:
+        QueueFileLockedError: if another process has the file open.
+        InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0.
+
+    Every method is one transaction: it commits whole or changes nothing. One queue object
+    may be shared by the tasks of an event loop or by threads (calls are serialised).
+    Use it as a context manager, or call :meth:`close`, to release the file. Each claim
+    scans the waiting jobs, so its cost grows with the backlog (columnar and fast, but not
+    O(log n) like :class:`~jobqueue.queue.JobQueue`).
+
+    Introduced in lesson 11.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        clock: Clock | None = None,
+        *,
+        visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        random: RandomFn = _random.random,
+    ) -> None:
+        self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.retry = retry if retry is not None else RetryPolicy()
+        self.path = str(path)
+        self._random = random
+        self._lock = threading.RLock()
+        self._outcomes = OutcomeLog()  # counted but not yet written to jobqueue_outcomes
+        self._flushed_at: int | None = None
+        self._closed = False
+        try:
+            self._con = db.connect(path)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise
+            raise QueueFileLockedError(
+                f"cannot open queue file {self.path!r}: another process has it open, and DuckDB lets"
+                f" one process at a time open a file for writing. Stop that process first (and run one"
+                f" worker process per queue file, with more concurrency, not two). DuckDB said: {exc}"
+            ) from exc
+        with self._transaction() as con:
+            con.execute(_SCHEMA)
+
+    # -- opening and closing ---------------------------------------------------------
+
+    def close(self) -> None:
+        """Write pending counts and close the file; the queue cannot be used afterwards.
+
+        Closing twice is harmless.
+        """
+        with self._lock:
+            if not self._closed:
+                with self._transaction() as con:
+                    self._flush(con, self.clock.now())
+                self._con.close()
+                self._closed = True
+
+    def __enter__(self) -> DurableQueue:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- producer side -----------------------------------------------------------------
+
+    def enqueue(self, job_type: JobType[P], payload: P, *, id: str | None = None) -> Job:
+        """Add a job, waiting from now on, and return its record; see :meth:`JobQueue.enqueue`.
+
+        Raises:
+            PayloadError: if the payload is of the wrong class or not JSON-serialisable.
+        """
+        return self.enqueue_many(job_type, [payload], ids=None if id is None else [id])[0]
+
+    def enqueue_many(
+        self, job_type: JobType[P], payloads: Sequence[P], *, ids: Sequence[str] | None = None
+    ) -> list[Job]:
+        """Enqueue several jobs of one type in one transaction, in order.
+
+        An id the queue already holds (waiting, leased or dead) adds nothing; that job's
+        record is returned in its place.
+
+        Raises:
+            PayloadError: if any payload is invalid; then no job is added.
+            InvalidSettingError: if ``ids`` and ``payloads`` differ in length.
+        """
+        check_ids(ids, payloads)
+        data = [job_type.dump(payload) for payload in payloads]
+        policy = job_type.retry or self.retry
+        with self._transaction() as con:
+            now = self.clock.now()
+            wanted = list(ids) if ids is not None else self._fresh_ids(con, len(data))
+            existing = {job.id: job for job in self._find(con, wanted)}
+            new_rows: dict[str, str] = {}
+            for job_id, payload in zip(wanted, data, strict=True):
+                if job_id not in existing and job_id not in new_rows:
+                    new_rows[job_id] = payload
+            if new_rows:
+                con.execute(
+                    "INSERT INTO jobqueue_jobs SELECT unnest($ids), $type, unnest($payloads), 0, $max,"
+                    " $base, $cap, $now, NULL, NULL, NULL, $now, nextval('jobqueue_serial')",
+                    {
+                        "ids": list(new_rows),
+                        "payloads": list(new_rows.values()),
+                        "type": job_type.name,
+                        "max": policy.max_attempts,
+                        "base": policy.backoff.base_s,
+                        "cap": policy.backoff.cap_s,
+                        "now": now,
+                    },
+                )
+            added = {
+                job_id: Job(
+                    id=job_id,
+                    type=job_type.name,
+                    payload=payload,
+                    max_attempts=policy.max_attempts,
+                    backoff=policy.backoff,
+                    run_at=now,
+                )
+                for job_id, payload in new_rows.items()
+            }
+        return [existing.get(job_id) or added[job_id] for job_id in wanted]
+
+    # -- worker side -------------------------------------------------------------------
+
+    def claim(self) -> Lease | None:
+        """Lease the job that has been claimable longest, or ``None``; see :meth:`JobQueue.claim`."""
+        leases = self.claim_many(1)
+        return leases[0] if leases else None
+
+    def claim_many(self, limit: int) -> list[Lease]:
+        """Claim up to ``limit`` due jobs in one transaction, longest-claimable first.
+
+        Each claim counts as an attempt and hides its job for the visibility timeout.
+        Jobs whose final attempt's lease ran out are dead-lettered first.
+
+        Raises:
+            InvalidSettingError: if ``limit`` is not an int >= 1.
+        """
+        check_count("limit", limit)
+        with self._transaction() as con:
+            now = self.clock.now()
+            self._bury_expired(con, now)
+            ids = [
+                row[0]
+                for row in con.execute(
+                    "SELECT id FROM jobqueue_jobs WHERE visible_at <= ? ORDER BY visible_at, serial LIMIT ?",
+                    [now, limit],
+                ).fetchall()
+            ]
+            if not ids:
+                return []
+            until = now + self.visibility_timeout_s
+            rows = con.execute(
+                "UPDATE jobqueue_jobs SET attempts = attempts + 1, leased_until = $until,"
+                " visible_at = $until, lease_token = 'lease-' || nextval('jobqueue_lease'),"
+                " serial = nextval('jobqueue_serial')"
+                f" WHERE id IN (SELECT unnest($ids)) RETURNING {_JOB_COLUMNS}, lease_token",
+                {"until": until, "ids": ids},
+            ).fetchall()
+        leases = {row[0]: Lease(job=_job(row[:-1]), token=row[-1]) for row in rows}
+        return [leases[job_id] for job_id in ids]
+
+    def ack(self, lease: Lease) -> None:
+        """Mark the leased job done: its row is deleted; see :meth:`JobQueue.ack`.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
+                changes.
+        """
+        with self._transaction() as con:
+            self._check_holder(con, lease)
+            self._delete_acked(con, [lease.token])
+
+    def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
+        """Ack every lease still held, in one transaction; return the stale ones.
+
+        A stale lease changes nothing and does not stop the others being acked.
+        """
+        if not leases:
+            return []
+        with self._transaction() as con:
+            acked = self._delete_acked(con, [lease.token for lease in leases])
+        return [lease for lease in leases if lease.token not in acked]
+
+    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
+        """Record a failed attempt: retry after the backoff, or dead; see :meth:`JobQueue.fail`.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
+                changes.
+        """
+        message = error if isinstance(error, str) else describe_error(error)
+        with self._transaction() as con:
+            job = self._check_holder(con, lease)
+            now = self.clock.now()
+            self._record(con, now, done=0, failed=1)
+            if permanent or job.attempts >= job.max_attempts:
+                con.execute("UPDATE jobqueue_jobs SET last_error = ? WHERE id = ?", [message, job.id])
+                self._move_to_dead(con, "id = $id", {"id": job.id}, now)
+                return "dead"
+            run_at = now + job.backoff.delay_s(job.attempts, self._random)
+            con.execute(
+                "UPDATE jobqueue_jobs SET run_at = $run_at, visible_at = $run_at, leased_until = NULL,"
+                " lease_token = NULL, last_error = $error, serial = nextval('jobqueue_serial')"
+                " WHERE id = $id",
+                {"run_at": run_at, "error": message, "id": job.id},
+            )
+            return "retry"
+
+    def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
+        """Heartbeat: push the lease's end to ``now + by_s``; see :meth:`JobQueue.extend_lease`.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease.
+            InvalidSettingError: if ``by_s`` is not a finite number > 0.
+        """
+        extra_s = self.visibility_timeout_s if by_s is None else check_positive_seconds("by_s", by_s)
+        with self._transaction() as con:
+            self._check_holder(con, lease)
+            row = con.execute(
+                "UPDATE jobqueue_jobs SET leased_until = $until, visible_at = greatest(run_at, $until),"
+                f" serial = nextval('jobqueue_serial') WHERE id = $id RETURNING {_JOB_COLUMNS}",
+                {"until": self.clock.now() + extra_s, "id": lease.job.id},
+            ).fetchall()[0]
+        return Lease(job=_job(row), token=lease.token)
+
+    def release(self, lease: Lease) -> Job:
+        """Give a claimed job back unrun, due now, the attempt not counted; see :meth:`JobQueue.release`.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease.
+        """
+        with self._transaction() as con:
+            self._check_holder(con, lease)
+            row = con.execute(
+                "UPDATE jobqueue_jobs SET attempts = attempts - 1, run_at = $now, visible_at = $now,"
+                " leased_until = NULL, lease_token = NULL, serial = nextval('jobqueue_serial')"
+                f" WHERE id = $id RETURNING {_JOB_COLUMNS}",
+                {"now": self.clock.now(), "id": lease.job.id},
+            ).fetchall()[0]
+        return _job(row)
+
+    # -- dead letters ------------------------------------------------------------------
+
+    def replay(self, job_id: str) -> Job:
+        """Move a dead job back to waiting with a fresh budget; see :meth:`JobQueue.replay`.
+
+        Raises:
+            DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
+        """
+        with self._transaction() as con:
+            now = self.clock.now()
+            rows = con.execute(
+                "DELETE FROM jobqueue_dead WHERE id = ? RETURNING id, type, payload, max_attempts, base_s,"
+                " cap_s, last_error",
+                [job_id],
+            ).fetchall()
+            if not rows:
+                raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
+            con.execute(
+                "INSERT INTO jobqueue_jobs VALUES (?, ?, ?, 0, ?, ?, ?, ?, NULL, NULL, ?, ?,"
+                " nextval('jobqueue_serial'))",
+                [*rows[0][:6], now, rows[0][6], now],
+            )
+            row = con.execute(f"SELECT {_JOB_COLUMNS} FROM jobqueue_jobs WHERE id = ?", [job_id]).fetchall()[
+                0
+            ]
+        return _job(row)
+
+    def discard(self, job_id: str) -> DeadLetter:
+        """Delete a dead letter that has been dealt with, and return it.
+
+        Raises:
+            DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
+        """
+        with self._transaction() as con:
+            rows = con.execute(
+                f"DELETE FROM jobqueue_dead WHERE id = ? RETURNING {_DEAD_COLUMNS}", [job_id]
+            ).fetchall()
+        if not rows:
+            raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
+        return _dead(rows[0])
+
+    # -- looking inside ----------------------------------------------------------------
+
+    def get(self, job_id: str) -> Job | None:
+        """The record of a waiting or leased job, or ``None`` (done, dead or never seen)."""
+        with self._read() as con:
+            rows = con.execute(f"SELECT {_JOB_COLUMNS} FROM jobqueue_jobs WHERE id = ?", [job_id]).fetchall()
+        return _job(rows[0]) if rows else None
+
+    def jobs(self) -> list[Job]:
+        """Records of every waiting or leased job, in the order they become claimable."""
+        with self._read() as con:
+            rows = con.execute(
+                f"SELECT {_JOB_COLUMNS} FROM jobqueue_jobs ORDER BY visible_at, serial"
+            ).fetchall()
+        return [_job(row) for row in rows]
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """The dead-letter queue: jobs that will not be retried, oldest death first."""
+        with self._read() as con:
+            rows = con.execute(f"SELECT {_DEAD_COLUMNS} FROM jobqueue_dead ORDER BY died_at, id").fetchall()
+        return [_dead(row) for row in rows]
+
+    def next_visible_at(self) -> float | None:
+        """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""
+        with self._read() as con:
+            value = con.execute("SELECT min(visible_at) FROM jobqueue_jobs").fetchall()[0][0]
+        return None if value is None else float(value)
+
+    def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> QueueMetrics:
+        """The numbers to watch now, with the failure rate over the last ``window_s`` seconds.
+
+        Raises:
+            InvalidSettingError: if ``window_s`` is not > 0 s or longer than a day.
+        """
+        check_window(window_s)
+        with self._transaction() as con:
+            now = self.clock.now()
+            self._flush(con, now)
+            waiting, scheduled, leased, oldest_s = con.execute(
+                "SELECT count(*) FILTER (WHERE visible_at <= $now),"
+                " count(*) FILTER (WHERE visible_at > $now AND coalesce(leased_until <= $now, true)),"
+                " count(*) FILTER (WHERE leased_until > $now),"
+                " coalesce(max($now - visible_at) FILTER (WHERE visible_at <= $now), 0.0) FROM jobqueue_jobs",
+                {"now": now},
+            ).fetchall()[0]
+            done, failed = con.execute(
+                "SELECT coalesce(sum(done), 0), coalesce(sum(failed), 0) FROM jobqueue_outcomes"
+                " WHERE second BETWEEN ? AND ?",
+                [bucket(now - window_s), now],
+            ).fetchall()[0]
+            dead = con.execute("SELECT count(*) FROM jobqueue_dead").fetchall()[0][0]
+        return QueueMetrics(
+            at=now,
+            waiting=waiting,
+            scheduled=scheduled,
+            leased=leased,
+            oldest_waiting_age_s=float(oldest_s),
+            window_s=window_s,
+            done=int(done),
+            failed=int(failed),
+            dead_letters=dead,
+        )
+
+    def __len__(self) -> int:
+        """Number of waiting or leased jobs (dead ones not included)."""
+        with self._read() as con:
+            count: int = con.execute("SELECT count(*) FROM jobqueue_jobs").fetchall()[0][0]
+        return count
+
+    def __repr__(self) -> str:
+        return f"DurableQueue({self.path!r})"
+
+    # -- internals ---------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self._lock, db.transaction(self._con) as con:
+            yield con
+
+    @contextmanager
+    def _read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The connection, for one read-only statement (it sees only committed data)."""
+        with self._lock:
+            yield self._con
+
+    def _find(self, con: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[Job]:
+        """Records of the given ids, live or dead, in no particular order."""
+        rows = con.execute(
+            f"SELECT {_JOB_COLUMNS} FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids))"
+            f" UNION ALL SELECT {_DEAD_COLUMNS.removesuffix(', died_at')} FROM jobqueue_dead"
+            " WHERE id IN (SELECT unnest($ids))",
+            {"ids": list(ids)},
+        ).fetchall()
+        return [_job(row) for row in rows]
+
+    def _fresh_ids(self, con: duckdb.DuckDBPyConnection, count: int) -> list[str]:
+        """``count`` unused ids ``job-N``, N from a sequence that survives restarts."""
+        fresh: list[str] = []
+        while len(fresh) < count:
+            drawn = [
+                row[0]
+                for row in con.execute(
+                    "SELECT 'job-' || nextval('jobqueue_job_id') FROM range(?)", [count - len(fresh)]
+                ).fetchall()
+            ]
+            taken = {job.id for job in self._find(con, drawn)}
+            fresh += [job_id for job_id in drawn if job_id not in taken]
+        return fresh
+
+    def _check_holder(self, con: duckdb.DuckDBPyConnection, lease: Lease) -> Job:
+        """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
+        rows = con.execute(
+            f"SELECT {_JOB_COLUMNS}, lease_token FROM jobqueue_jobs WHERE id = ?", [lease.job.id]
+        ).fetchall()
+        job = _job(rows[0][:-1]) if rows else None
+        current = rows[0][-1] if rows else None
+        if job is None or current != lease.token:
+            raise stale_lease(lease, job, current)
+        return job
+
+    def _delete_acked(self, con: duckdb.DuckDBPyConnection, tokens: list[str]) -> set[str]:
+        """Delete the jobs held under ``tokens``; return the tokens that matched."""
+        rows = con.execute(
+            "DELETE FROM jobqueue_jobs WHERE lease_token IN (SELECT unnest(?)) RETURNING lease_token",
+            [tokens],
+        ).fetchall()
+        if rows:
+            self._record(con, self.clock.now(), done=len(rows), failed=0)
+        return {row[0] for row in rows}
+
+    def _bury_expired(self, con: duckdb.DuckDBPyConnection, now: float) -> None:
+        """Dead-letter every job whose final attempt's lease has run out."""
+        expired = "SELECT count(*) FROM jobqueue_jobs WHERE attempts >= max_attempts AND visible_at <= ?"
+        if con.execute(expired, [now]).fetchall()[0][0] == 0:
+            return  # the usual case: one cheap read instead of three writes
+        con.execute(
+            "UPDATE jobqueue_jobs SET last_error = 'LeaseExpired: final attempt ' || attempts ||"
+            " ' was neither acked nor failed in time' WHERE attempts >= max_attempts AND visible_at <= ?",
+            [now],
+        )
+        self._move_to_dead(con, "attempts >= max_attempts AND visible_at <= $now", {"now": now}, now)
+
+    def _move_to_dead(
+        self, con: duckdb.DuckDBPyConnection, where: str, params: dict[str, Any], now: float
+    ) -> None:
+        """Move the jobs matching ``where`` (fixed SQL, values in ``params``) to the dead letters."""
+        con.execute(
+            "INSERT INTO jobqueue_dead SELECT id, type, payload, attempts, max_attempts, base_s, cap_s,"
+            f" run_at, last_error, $died_at FROM jobqueue_jobs WHERE {where}",
+            params | {"died_at": now},
+        )
+        con.execute(f"DELETE FROM jobqueue_jobs WHERE {where}", params)
+
+    def _record(self, con: duckdb.DuckDBPyConnection, now: float, *, done: int, failed: int) -> None:
+        """Count outcomes in memory; write them to the table once a second (see ``_flush``)."""
+        self._outcomes.record(now, failed=False, count=done)
+        self._outcomes.record(now, failed=True, count=failed)
+        if bucket(now) != self._flushed_at:
+            self._flush(con, now)
+
+    def _flush(self, con: duckdb.DuckDBPyConnection, now: float) -> None:
+        """Add the counted outcomes to ``jobqueue_outcomes``; forget buckets older than a day.
+
+        One upsert a second instead of one per ack batch: an upsert costs DuckDB several
+        milliseconds. A crash loses at most a second of counts, which only the metrics use.
+        """
+        rows = self._outcomes.drain()
+        if rows:
+            con.execute(
+                "INSERT INTO jobqueue_outcomes SELECT unnest($seconds), unnest($done), unnest($failed)"
+                " ON CONFLICT (second) DO UPDATE SET done = jobqueue_outcomes.done + excluded.done,"
+                " failed = jobqueue_outcomes.failed + excluded.failed",
+                {
+                    "seconds": [second for second, _, _ in rows],
+                    "done": [done for _, done, _ in rows],
+                    "failed": [failed for _, _, failed in rows],
+                },
+            )
+            con.execute("DELETE FROM jobqueue_outcomes WHERE second < ?", [bucket(now - RETENTION_S)])
+        self._flushed_at = bucket(now)
+
+
+def _job(row: Sequence[Any]) -> Job:
+    """A :class:`Job` from a row of ``_JOB_COLUMNS``."""
+    job_id, job_type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error = row
+    return Job(
+        id=job_id,
+        type=job_type,
+        payload=payload,
+        attempts=attempts,
+        max_attempts=max_attempts,
+        backoff=Backoff(base_s=base_s, cap_s=cap_s),
+        run_at=run_at,
+        leased_until=leased_until,
+        last_error=last_error,
+    )
+
+
+def _dead(row: Sequence[Any]) -> DeadLetter:
+    """A :class:`DeadLetter` from a row of ``_DEAD_COLUMNS``."""
+    return DeadLetter(job=_job(row[:-1]), died_at=row[-1])

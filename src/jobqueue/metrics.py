@@ -1,0 +1,163 @@
+"""The numbers to watch on a running queue: backlog, lag, failure rate, dead letters.
+
+A queue that is falling behind shows it first in the *age of the oldest waiting job*
+(how long work has been ready without a worker taking it), then in the count of waiting
+jobs; a broken dependency shows in the *failure rate*; and every *dead letter* is a job
+someone has to look at. These are the figures SQS publishes as
+``ApproximateAgeOfOldestMessage`` and ``ApproximateNumberOfMessagesVisible`` /
+``NotVisible``, and that Sidekiq's and BullMQ's dashboards put first.
+
+Both queues report them with ``queue.metrics(window_s)``; the failure rate counts the
+acks and fails each queue records in one-second buckets (:class:`OutcomeLog`).
+
+Introduced in lesson 11.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from jobqueue.errors import InvalidSettingError
+from jobqueue.job import Job, check_positive_seconds
+
+DEFAULT_WINDOW_S = 300.0
+"""Window of the failure rate, in seconds (5 minutes)."""
+
+RETENTION_S = 86_400.0
+"""How far back outcomes are kept, in seconds (one day); the longest window allowed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueMetrics:
+    """A snapshot of one queue's health at time ``at`` (seconds on the queue's clock).
+
+    Attributes:
+        at: when the snapshot was taken.
+        waiting: jobs a worker could claim now (new, retry delay over, or lease expired).
+        scheduled: jobs waiting out a retry delay.
+        leased: jobs held by a worker under an unexpired lease.
+        oldest_waiting_age_s: how long the longest-waiting claimable job has been
+            claimable, in seconds; ``0.0`` when none is waiting. Growing means the workers
+            are not keeping up.
+        window_s: the window of ``done`` and ``failed``, in seconds before ``at``.
+        done: attempts acked within the window.
+        failed: attempts failed within the window (retried or dead-lettered).
+        dead_letters: jobs in the dead-letter queue now.
+
+    Introduced in lesson 11.
+    """
+
+    at: float
+    waiting: int
+    scheduled: int
+    leased: int
+    oldest_waiting_age_s: float
+    window_s: float
+    done: int
+    failed: int
+    dead_letters: int
+
+    @property
+    def failure_rate(self) -> float:
+        """Failed attempts as a share of finished ones in the window, 0.0 to 1.0 (0.0 if none)."""
+        finished = self.done + self.failed
+        return self.failed / finished if finished else 0.0
+
+    def __str__(self) -> str:
+        rows = [
+            ("waiting", f"{self.waiting}"),
+            ("scheduled (retry delay)", f"{self.scheduled}"),
+            ("leased", f"{self.leased}"),
+            ("oldest waiting job", f"{self.oldest_waiting_age_s:.1f} s"),
+            (
+                f"failure rate, last {self.window_s:g} s",
+                f"{self.failure_rate:.0%} ({self.failed} failed, {self.done} done)",
+            ),
+            ("dead letters", f"{self.dead_letters}"),
+        ]
+        width = max(len(name) for name, _ in rows)
+        return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def check_window(window_s: float) -> float:
+    """Return ``window_s`` if it is a number of seconds > 0 and at most :data:`RETENTION_S`.
+
+    Raises:
+        InvalidSettingError: naming the bad value.
+    """
+    check_positive_seconds("window_s", window_s)
+    if window_s > RETENTION_S:
+        raise InvalidSettingError(
+            f"window_s must be at most {RETENTION_S:g} s (the outcomes kept), got {window_s!r}"
+        )
+    return window_s
+
+
+def bucket(at: float) -> int:
+    """The one-second bucket an outcome at time ``at`` (seconds) is counted in."""
+    return math.floor(at)
+
+
+class OutcomeLog:
+    """Counts of acked and failed attempts per one-second bucket, for the last day.
+
+    Used by :class:`~jobqueue.queue.JobQueue`; the durable queue keeps the same buckets in
+    a table. Memory is bounded: one entry per second that saw an outcome, for at most
+    :data:`RETENTION_S` seconds.
+    """
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, list[int]] = {}
+
+    def record(self, at: float, *, failed: bool, count: int = 1) -> None:
+        """Count ``count`` outcomes at ``at`` seconds, and forget buckets older than a day."""
+        counts = self._buckets.setdefault(bucket(at), [0, 0])
+        counts[1 if failed else 0] += count
+        if len(self._buckets) > RETENTION_S:
+            horizon = bucket(at - RETENTION_S)
+            for old in [second for second in self._buckets if second < horizon]:
+                del self._buckets[old]
+
+    def drain(self) -> list[tuple[int, int, int]]:
+        """Remove and return every bucket as ``(second, done, failed)``, oldest first."""
+        rows = [(second, done, failed) for second, (done, failed) in sorted(self._buckets.items())]
+        self._buckets.clear()
+        return rows
+
+    def counts(self, now: float, window_s: float) -> tuple[int, int]:
+        """``(done, failed)`` in the buckets from ``now - window_s`` to ``now``."""
+        start = bucket(now - window_s)
+        done = failed = 0
+        for second, (ok, bad) in self._buckets.items():
+            if start <= second <= now:
+                done, failed = done + ok, failed + bad
+        return done, failed
+
+
+def measure(
+    live: Iterable[Job], *, now: float, window_s: float, done: int, failed: int, dead_letters: int
+) -> QueueMetrics:
+    """Build a :class:`QueueMetrics` from the records of every waiting or leased job."""
+    waiting = scheduled = leased = 0
+    oldest_s = 0.0
+    for job in live:
+        if job.leased_until is not None and job.leased_until > now:
+            leased += 1
+        elif job.visible_at() > now:
+            scheduled += 1
+        else:
+            waiting += 1
+            oldest_s = max(oldest_s, now - job.visible_at())
+    return QueueMetrics(
+        at=now,
+        waiting=waiting,
+        scheduled=scheduled,
+        leased=leased,
+        oldest_waiting_age_s=oldest_s,
+        window_s=window_s,
+        done=done,
+        failed=failed,
+        dead_letters=dead_letters,
+    )

@@ -1,0 +1,184 @@
+"""A long-running worker: many jobs at once, an idle poll, and a graceful shutdown.
+
+:class:`Runner` drives a :class:`~jobqueue.worker.Worker` (which knows the handlers) as
+a service does in production. It keeps up to ``concurrency`` jobs running as asyncio
+tasks, claims free slots in one batch, acks finished jobs in one batch, and looks at an
+empty queue again every ``poll_s`` seconds. Leases of running jobs are kept alive by the
+worker's heartbeat.
+
+Shutdown follows the usual contract of a process manager (systemd, Kubernetes, Heroku):
+on SIGTERM or SIGINT (or :meth:`Runner.stop`) it stops claiming, gives running jobs up
+to ``grace_s`` seconds to finish, then cancels the rest and gives their jobs back
+(:meth:`~jobqueue.queue.JobQueue.release`), so another worker can take them at once
+instead of waiting for the leases to run out. A second signal ends the grace period.
+
+Introduced in lesson 11.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from jobqueue.clock import SleepingClock
+from jobqueue.errors import InvalidSettingError, StaleLeaseError
+from jobqueue.job import Lease, check_count, check_positive_seconds
+from jobqueue.worker import Attempt, JobEvent, Worker
+
+DEFAULT_CONCURRENCY = 10
+"""Jobs one runner keeps running at once."""
+
+DEFAULT_GRACE_S = 30.0
+"""Seconds running jobs get to finish after a shutdown signal (Kubernetes' default)."""
+
+
+class Runner:
+    """Runs a worker's jobs concurrently until stopped, then shuts down gracefully.
+
+    Args:
+        worker: the worker whose handlers run the jobs; its queue's clock must be able to
+            sleep (:class:`~jobqueue.clock.SystemClock`, or a
+            :class:`~jobqueue.clock.ManualClock` in tests).
+        concurrency: how many jobs may run at once (>= 1). Suited to jobs that await I/O;
+            CPU-bound handlers block the event loop and gain nothing.
+        poll_s: seconds to wait before looking again at a queue with no due job (> 0).
+        grace_s: seconds running jobs get to finish after :meth:`stop` (> 0).
+
+    Raises:
+        InvalidSettingError: if a number is out of range, or the clock cannot sleep.
+
+    Introduced in lesson 11.
+    """
+
+    def __init__(
+        self,
+        worker: Worker,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        poll_s: float = 1.0,
+        grace_s: float = DEFAULT_GRACE_S,
+    ) -> None:
+        clock = worker.queue.clock
+        if not isinstance(clock, SleepingClock):
+            raise InvalidSettingError(
+                f"a runner needs a clock that can sleep (like SystemClock or ManualClock), got"
+                f" {type(clock).__name__}"
+            )
+        self.worker = worker
+        self.clock: SleepingClock = clock
+        self.concurrency = check_count("concurrency", concurrency)
+        self.poll_s = check_positive_seconds("poll_s", poll_s)
+        self.grace_s = check_positive_seconds("grace_s", grace_s)
+        self._stopping = asyncio.Event()
+        self._hurry = asyncio.Event()
+
+    def stop(self) -> None:
+        """Ask the runner to shut down: stop claiming, then finish or give back running jobs.
+
+        Safe to call from a signal handler. A second call ends the grace period at once.
+        """
+        if self._stopping.is_set():
+            self._hurry.set()
+        self._stopping.set()
+
+    @contextmanager
+    def signals_stop(self) -> Iterator[None]:
+        """Within the block, SIGTERM and SIGINT call :meth:`stop` instead of killing the process.
+
+        The previous handlers are put back on leaving. Needs a running event loop on the
+        main thread (signal handlers are a Unix feature of asyncio).
+        """
+        loop = asyncio.get_running_loop()
+        caught = (signal.SIGTERM, signal.SIGINT)
+        for signum in caught:
+            loop.add_signal_handler(signum, self.stop)
+        try:
+            yield
+        finally:
+            for signum in caught:
+                loop.remove_signal_handler(signum)
+
+    async def run(self, *, until_idle: bool = False) -> list[JobEvent]:
+        """Run jobs until :meth:`stop` is called (or, with ``until_idle``, the queue runs dry).
+
+        Args:
+            until_idle: stop on its own once nothing is running and no job is due (burst
+                mode, like RQ's ``--burst``): for batch runs, tests and benchmarks.
+
+        Returns:
+            The events of this run, in the order jobs were settled; jobs given back at
+            shutdown have the outcome ``"released"``.
+        """
+        running: dict[asyncio.Task[Attempt], Lease] = {}
+        events: list[JobEvent] = []
+        stopping = asyncio.create_task(self._stopping.wait())
+        try:
+            while not self._stopping.is_set():
+                free = self.concurrency - len(running)
+                claimed = self.worker.queue.claim_many(free) if free else []
+                for lease in claimed:
+                    running[asyncio.create_task(self.worker.execute(lease))] = lease
+                if until_idle and not running:
+                    break
+                # With jobs left in the queue, wake when a slot frees; else also after poll_s.
+                nap = self.clock.sleep(self.poll_s) if len(claimed) < free else None
+                events += await self._settle_next(running, {stopping}, nap)
+            events += await self._shut_down(running)
+        finally:
+            stopping.cancel()
+        return events
+
+    async def _settle_next(
+        self,
+        running: dict[asyncio.Task[Attempt], Lease],
+        watch: set[asyncio.Task[bool]],
+        nap: Coroutine[object, object, None] | None,
+    ) -> list[JobEvent]:
+        """Wait for a running job to end, one of ``watch``, or ``nap``; settle the jobs done by then."""
+        napping = None if nap is None else asyncio.ensure_future(nap)
+        waits: set[asyncio.Future[Any]] = {*running, *watch}
+        if napping is not None:
+            waits.add(napping)
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if napping is not None:
+            napping.cancel()
+        finished = [task for task in running if task.done()]
+        attempts = [task.result() for task in finished]
+        for task in finished:
+            del running[task]
+        return self.worker.settle(attempts) if attempts else []
+
+    async def _shut_down(self, running: dict[asyncio.Task[Attempt], Lease]) -> list[JobEvent]:
+        """Let running jobs finish within the grace period; give the others back."""
+        events: list[JobEvent] = []
+        grace = asyncio.create_task(self._grace_over())
+        hurry = asyncio.create_task(self._hurry.wait())
+        try:
+            while running and not grace.done() and not hurry.done():
+                events += await self._settle_next(running, {grace, hurry}, None)
+        finally:
+            grace.cancel()
+            hurry.cancel()
+        if not running:
+            return events
+        for task in running:
+            task.cancel()
+        await asyncio.wait(running)
+        for task, lease in running.items():
+            if not task.cancelled() and task.exception() is None:
+                events += self.worker.settle([task.result()])  # finished while being cancelled
+                continue
+            try:
+                self.worker.queue.release(lease)
+            except StaleLeaseError as stale:
+                events.append(self.worker.record(lease, "stale", stale))
+            else:
+                events.append(self.worker.record(lease, "released"))
+        return events
+
+    async def _grace_over(self) -> bool:
+        await self.clock.sleep(self.grace_s)
+        return True
