@@ -3,7 +3,9 @@
 Built one piece per lesson of the course in ``lessons/``; notebooks do
 ``import jobqueue as jq``. The names below are the public surface. The DuckDB pieces are
 modules of their own: :mod:`jobqueue.db`, :mod:`jobqueue.idempotency`,
-:mod:`jobqueue.outbox`; so is :mod:`jobqueue.fanout`. ``jobqueue.shop`` and
+:mod:`jobqueue.outbox`; so is :mod:`jobqueue.fanout`. Lesson 11 adds
+:class:`DurableQueue` (jobs in a DuckDB file), :class:`Runner` (a worker service) and
+:class:`QueueMetrics`; :mod:`jobqueue.cli` is the ``jobqueue`` command line. ``jobqueue.shop`` and
 ``jobqueue.shop_db`` are the course's running example, and ``jobqueue.teaching`` holds
 course helpers only.
 """
@@ -11,12 +13,14 @@ course helpers only.
 from jobqueue import db, fanout, idempotency, outbox
 from jobqueue.backoff import DEFAULT_BASE_S, DEFAULT_CAP_S, Backoff, RandomFn
 from jobqueue.clock import Clock, ManualClock, SleepingClock, SystemClock
+from jobqueue.durable import DurableQueue
 from jobqueue.errors import (
     DeadLetterNotFoundError,
     InvalidSettingError,
     JobQueueError,
     PayloadError,
     PermanentJobError,
+    QueueFileLockedError,
     StaleLeaseError,
     TransactionAbortedError,
     UnknownJobTypeError,
@@ -25,8 +29,10 @@ from jobqueue.failures import classify_exception, classify_status
 from jobqueue.fanout import Published, Topic
 from jobqueue.idempotency import process_once
 from jobqueue.job import DEFAULT_MAX_ATTEMPTS, DeadLetter, Job, JobType, Lease, RetryPolicy
+from jobqueue.metrics import QueueMetrics
 from jobqueue.outbox import Relay
-from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, JobQueue
+from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, JobQueue, Queue
+from jobqueue.runner import Runner
 from jobqueue.worker import Handler, Heartbeat, JobEvent, Worker
 
 __all__ = [
@@ -38,6 +44,7 @@ __all__ = [
     "Clock",
     "DeadLetter",
     "DeadLetterNotFoundError",
+    "DurableQueue",
     "FailOutcome",
     "Handler",
     "Heartbeat",
@@ -52,9 +59,13 @@ __all__ = [
     "PayloadError",
     "PermanentJobError",
     "Published",
+    "Queue",
+    "QueueFileLockedError",
+    "QueueMetrics",
     "RandomFn",
     "Relay",
     "RetryPolicy",
+    "Runner",
     "SleepingClock",
     "StaleLeaseError",
     "SystemClock",

@@ -280,13 +280,20 @@ class DurableQueue:
     def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
         """Ack every lease still held, in one transaction; return the stale ones.
 
-        A stale lease changes nothing and does not stop the others being acked.
+        A stale lease changes nothing and does not stop the others being acked. A lease
+        passed twice is acked once; its second copy is stale, as with :meth:`JobQueue.ack_many`.
         """
         if not leases:
             return []
         with self._transaction() as con:
             acked = self._delete_acked(con, [lease.token for lease in leases])
-        return [lease for lease in leases if lease.token not in acked]
+        stale = []
+        for lease in leases:
+            if lease.token in acked:
+                acked.discard(lease.token)  # a later copy finds the job gone
+            else:
+                stale.append(lease)
+        return stale
 
     def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
         """Record a failed attempt: retry after the backoff, or dead; see :meth:`JobQueue.fail`.
@@ -299,12 +306,14 @@ class DurableQueue:
         with self._transaction() as con:
             job = self._check_holder(con, lease)
             now = self.clock.now()
-            self._record(con, now, done=0, failed=1)
             if permanent or job.attempts >= job.max_attempts:
+                self._record(con, now, done=0, failed=1)
                 con.execute("UPDATE jobqueue_jobs SET last_error = ? WHERE id = ?", [message, job.id])
                 self._move_to_dead(con, "id = $id", {"id": job.id}, now)
                 return "dead"
+            # May raise (a bad random()): before _record, whose counts a rollback would lose.
             run_at = now + job.backoff.delay_s(job.attempts, self._random)
+            self._record(con, now, done=0, failed=1)
             con.execute(
                 "UPDATE jobqueue_jobs SET run_at = $run_at, visible_at = $run_at, leased_until = NULL,"
                 " lease_token = NULL, last_error = $error, serial = nextval('jobqueue_serial')"

@@ -115,7 +115,9 @@ class OutcomeLog:
         """Count ``count`` outcomes at ``at`` seconds, and forget buckets older than a day."""
         counts = self._buckets.setdefault(bucket(at), [0, 0])
         counts[1 if failed else 0] += count
-        if len(self._buckets) > RETENTION_S:
+        # A window of RETENTION_S needs RETENTION_S + 1 buckets; trimming only beyond that
+        # scans the buckets once per new second, not on every record.
+        if len(self._buckets) > RETENTION_S + 1:
             horizon = bucket(at - RETENTION_S)
             for old in [second for second in self._buckets if second < horizon]:
                 del self._buckets[old]

@@ -93,13 +93,17 @@ class Runner:
         """
         loop = asyncio.get_running_loop()
         caught = (signal.SIGTERM, signal.SIGINT)
+        previous = {signum: signal.getsignal(signum) for signum in caught}
         for signum in caught:
             loop.add_signal_handler(signum, self.stop)
         try:
             yield
         finally:
             for signum in caught:
-                loop.remove_signal_handler(signum)
+                loop.remove_signal_handler(signum)  # sets the default handler, not the previous one
+                handler = previous[signum]
+                if handler is not None:  # None: installed outside Python, cannot be put back
+                    signal.signal(signum, handler)
 
     async def run(self, *, until_idle: bool = False) -> list[JobEvent]:
         """Run jobs until :meth:`stop` is called (or, with ``until_idle``, the queue runs dry).
