@@ -43,3 +43,5 @@ exercises: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/queue_throughput.py
+	$(BIN)/python benchmarks/durable_throughput.py
+	$(BIN)/python benchmarks/worker_concurrency.py

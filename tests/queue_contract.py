@@ -1,14 +1,17 @@
 """Reusable checks for any job queue that keeps the promises of lesson 10 (not a test module).
 
 :func:`queue_state_machine` builds a hypothesis ``RuleBasedStateMachine`` that drives a
-queue through random runs of enqueue, claim, ack, fail (transient and permanent), crash
-(a worker drops its lease without acking), advance (the manual clock) and replay, next to
-a small model of what each job should be. After every step it checks the invariants:
+queue through random runs of enqueue, claim, ack, fail (transient and permanent), release
+(a worker gives its job back unrun at shutdown, lesson 11), crash (a worker drops its
+lease without acking), advance (the manual clock) and replay, next to a small model of
+what each job should be. A release must leave the job waiting, due now, with the
+released attempt not counted. After every step it checks the invariants:
 
 - no job is lost: every id ever enqueued is waiting, leased, done (acked) or dead, and
   the queue agrees with the model on which;
-- no job is leased to two holders: only the newest lease of a job is honoured; an ack or
-  fail with any other lease raises ``StaleLeaseError`` and changes nothing;
+- no job is leased to two holders: only the newest lease of a job is honoured; an ack,
+  fail or release with any other lease (an older one, or one already released) raises
+  ``StaleLeaseError`` and changes nothing;
 - attempts never exceed the job's ``max_attempts``;
 - a job dies only after its last attempt, a permanent error, or the expiry of its final
   lease.
@@ -58,6 +61,8 @@ class QueueUnderTest(Protocol):
     def ack(self, lease: Lease) -> None: ...
 
     def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> str: ...
+
+    def release(self, lease: Lease) -> Job: ...
 
     def replay(self, job_id: str) -> Job: ...
 
@@ -181,6 +186,18 @@ def queue_state_machine(
         @rule(lease=leases)
         def fail_permanent(self, lease: Lease) -> None:
             self._fail(lease, permanent=True)
+
+        @rule(lease=leases)
+        def release(self, lease: Lease) -> None:
+            released: list[Job] = []
+            if self._refused(lease, lambda held: released.append(self.queue.release(held))):
+                return
+            now = self.clock.now()
+            attempts = lease.job.attempts - 1
+            [job] = released
+            assert (job.id, job.attempts, job.run_at, job.leased_until) == (lease.job.id, attempts, now, None)
+            assert job.visible_at() == now, "a released job is due at once"
+            self.model.jobs[job.id] = ModelJob(attempts=attempts, visible_at=now)  # waiting; token dead
 
         @rule(lease=leases)
         def crash(self, lease: Lease) -> None:

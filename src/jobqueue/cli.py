@@ -103,7 +103,9 @@ def _worker(args: argparse.Namespace) -> int:
     with DurableQueue(args.file, SystemClock(), visibility_timeout_s=args.visibility_timeout) as queue:
         worker = Worker(queue, on_event=_log, heartbeat_s=args.heartbeat)
         args.handlers(worker)
-        runner = Runner(worker, concurrency=args.concurrency, poll_s=args.poll, grace_s=args.grace)
+        runner = Runner(
+            worker, concurrency=args.concurrency, poll_s=args.poll, grace_s=args.grace, prefetch=args.prefetch
+        )
         asyncio.run(_serve(runner, queue, args))
     return 0
 
@@ -209,6 +211,9 @@ def _parser() -> argparse.ArgumentParser:
         "--concurrency", type=int, default=DEFAULT_CONCURRENCY, help="jobs at once (default 10)"
     )
     worker.add_argument("--poll", type=float, default=1.0, help="seconds between looks at an idle queue")
+    worker.add_argument(
+        "--prefetch", type=int, default=0, help="jobs to claim ahead of a free slot (default 0)"
+    )
     worker.add_argument(
         "--grace", type=float, default=DEFAULT_GRACE_S, help="seconds to finish jobs at shutdown"
     )

@@ -12,10 +12,12 @@ Two things follow from DuckDB and shape the design:
   process running many jobs at once (:class:`jobqueue.runner.Runner`), not from many
   processes. PostgreSQL-backed queues (``SELECT … FOR UPDATE SKIP LOCKED``) lift this
   limit; DuckDB has no row locks.
-- **Batches.** A DuckDB commit costs about a millisecond on a file, so one job per
-  transaction tops out at a few hundred jobs a second. :meth:`~DurableQueue.claim_many`,
-  :meth:`~DurableQueue.ack_many` and :meth:`~DurableQueue.enqueue_many` move many jobs in
-  one transaction (``benchmarks/durable_throughput.py`` measures the difference).
+- **Batches.** Every DuckDB statement costs roughly a millisecond, and each call here is a
+  few statements and a commit, so one job per call manages only about 50 jobs a second
+  through enqueue, claim and ack. :meth:`~DurableQueue.enqueue_many`,
+  :meth:`~DurableQueue.claim_many` and :meth:`~DurableQueue.ack_many` move many jobs in
+  the same few statements: thousands a second in batches of 100
+  (``benchmarks/durable_throughput.py`` measures both).
 
 Times are seconds since the epoch from the queue's clock (wall-clock time, so they mean
 the same after a restart). Tables are prefixed ``jobqueue_``, so the queue can share a
@@ -153,8 +155,7 @@ class DurableQueue:
         """
         with self._lock:
             if not self._closed:
-                with self._transaction() as con:
-                    self._flush(con, self.clock.now())
+                self._flush(self.clock.now())
                 self._con.close()
                 self._closed = True
 
@@ -194,7 +195,7 @@ class DurableQueue:
         with self._transaction() as con:
             now = self.clock.now()
             wanted = list(ids) if ids is not None else self._fresh_ids(con, len(data))
-            existing = {job.id: job for job in self._find(con, wanted)}
+            existing = {job.id: job for job in self._find(con, wanted)} if ids is not None else {}
             new_rows: dict[str, str] = {}
             for job_id, payload in zip(wanted, data, strict=True):
                 if job_id not in existing and job_id not in new_rows:
@@ -245,14 +246,17 @@ class DurableQueue:
         check_count("limit", limit)
         with self._transaction() as con:
             now = self.clock.now()
-            self._bury_expired(con, now)
-            ids = [
-                row[0]
-                for row in con.execute(
-                    "SELECT id FROM jobqueue_jobs WHERE visible_at <= ? ORDER BY visible_at, serial LIMIT ?",
+            while True:
+                due = con.execute(
+                    "SELECT id, attempts >= max_attempts FROM jobqueue_jobs WHERE visible_at <= ?"
+                    " ORDER BY visible_at, serial LIMIT ?",
                     [now, limit],
                 ).fetchall()
-            ]
+                expired = [job_id for job_id, final in due if final]
+                if not expired:
+                    break
+                self._bury_expired(con, expired, now)  # then look again: they took up places
+            ids = [job_id for job_id, _ in due]
             if not ids:
                 return []
             until = now + self.visibility_timeout_s
@@ -274,8 +278,9 @@ class DurableQueue:
                 changes.
         """
         with self._transaction() as con:
-            self._check_holder(con, lease)
-            self._delete_acked(con, [lease.token])
+            if not self._delete_acked(con, [lease.token]):
+                self._check_holder(con, lease)  # raises StaleLeaseError, saying why
+        self._record(done=1, failed=0)
 
     def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
         """Ack every lease still held, in one transaction; return the stale ones.
@@ -287,6 +292,7 @@ class DurableQueue:
             return []
         with self._transaction() as con:
             acked = self._delete_acked(con, [lease.token for lease in leases])
+        self._record(done=len(acked), failed=0)
         stale = []
         for lease in leases:
             if lease.token in acked:
@@ -303,24 +309,25 @@ class DurableQueue:
                 changes.
         """
         message = error if isinstance(error, str) else describe_error(error)
+        outcome: FailOutcome
         with self._transaction() as con:
             job = self._check_holder(con, lease)
             now = self.clock.now()
             if permanent or job.attempts >= job.max_attempts:
-                self._record(con, now, done=0, failed=1)
                 con.execute("UPDATE jobqueue_jobs SET last_error = ? WHERE id = ?", [message, job.id])
                 self._move_to_dead(con, "id = $id", {"id": job.id}, now)
-                return "dead"
-            # May raise (a bad random()): before _record, whose counts a rollback would lose.
-            run_at = now + job.backoff.delay_s(job.attempts, self._random)
-            self._record(con, now, done=0, failed=1)
-            con.execute(
-                "UPDATE jobqueue_jobs SET run_at = $run_at, visible_at = $run_at, leased_until = NULL,"
-                " lease_token = NULL, last_error = $error, serial = nextval('jobqueue_serial')"
-                " WHERE id = $id",
-                {"run_at": run_at, "error": message, "id": job.id},
-            )
-            return "retry"
+                outcome = "dead"
+            else:
+                run_at = now + job.backoff.delay_s(job.attempts, self._random)
+                con.execute(
+                    "UPDATE jobqueue_jobs SET run_at = $run_at, visible_at = $run_at, leased_until = NULL,"
+                    " lease_token = NULL, last_error = $error, serial = nextval('jobqueue_serial')"
+                    " WHERE id = $id",
+                    {"run_at": run_at, "error": message, "id": job.id},
+                )
+                outcome = "retry"
+        self._record(done=0, failed=1)  # counted once committed: a rollback counts nothing
+        return outcome
 
     def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
         """Heartbeat: push the lease's end to ``now + by_s``; see :meth:`JobQueue.extend_lease`.
@@ -431,9 +438,9 @@ class DurableQueue:
             InvalidSettingError: if ``window_s`` is not > 0 s or longer than a day.
         """
         check_window(window_s)
+        self._flush(self.clock.now())
         with self._transaction() as con:
             now = self.clock.now()
-            self._flush(con, now)
             waiting, scheduled, leased, oldest_s = con.execute(
                 "SELECT count(*) FILTER (WHERE visible_at <= $now),"
                 " count(*) FILTER (WHERE visible_at > $now AND coalesce(leased_until <= $now, true)),"
@@ -522,21 +529,17 @@ class DurableQueue:
             "DELETE FROM jobqueue_jobs WHERE lease_token IN (SELECT unnest(?)) RETURNING lease_token",
             [tokens],
         ).fetchall()
-        if rows:
-            self._record(con, self.clock.now(), done=len(rows), failed=0)
         return {row[0] for row in rows}
 
-    def _bury_expired(self, con: duckdb.DuckDBPyConnection, now: float) -> None:
-        """Dead-letter every job whose final attempt's lease has run out."""
-        expired = "SELECT count(*) FROM jobqueue_jobs WHERE attempts >= max_attempts AND visible_at <= ?"
-        if con.execute(expired, [now]).fetchall()[0][0] == 0:
-            return  # the usual case: one cheap read instead of three writes
+    def _bury_expired(self, con: duckdb.DuckDBPyConnection, ids: list[str], now: float) -> None:
+        """Dead-letter the jobs ``ids``, whose final attempt's lease has run out."""
+        where = "id IN (SELECT unnest($ids))"
         con.execute(
             "UPDATE jobqueue_jobs SET last_error = 'LeaseExpired: final attempt ' || attempts ||"
-            " ' was neither acked nor failed in time' WHERE attempts >= max_attempts AND visible_at <= ?",
-            [now],
+            f" ' was neither acked nor failed in time' WHERE {where}",
+            {"ids": ids},
         )
-        self._move_to_dead(con, "attempts >= max_attempts AND visible_at <= $now", {"now": now}, now)
+        self._move_to_dead(con, where, {"ids": ids}, now)
 
     def _move_to_dead(
         self, con: duckdb.DuckDBPyConnection, where: str, params: dict[str, Any], now: float
@@ -549,33 +552,40 @@ class DurableQueue:
         )
         con.execute(f"DELETE FROM jobqueue_jobs WHERE {where}", params)
 
-    def _record(self, con: duckdb.DuckDBPyConnection, now: float, *, done: int, failed: int) -> None:
-        """Count outcomes in memory; write them to the table once a second (see ``_flush``)."""
-        self._outcomes.record(now, failed=False, count=done)
-        self._outcomes.record(now, failed=True, count=failed)
-        if bucket(now) != self._flushed_at:
-            self._flush(con, now)
+    def _record(self, *, done: int, failed: int) -> None:
+        """Count committed outcomes in memory; write them to the table once a second."""
+        now = self.clock.now()
+        with self._lock:
+            self._outcomes.record(now, failed=False, count=done)
+            self._outcomes.record(now, failed=True, count=failed)
+            if bucket(now) != self._flushed_at:
+                self._flush(now)
 
-    def _flush(self, con: duckdb.DuckDBPyConnection, now: float) -> None:
+    def _flush(self, now: float) -> None:
         """Add the counted outcomes to ``jobqueue_outcomes``; forget buckets older than a day.
 
         One upsert a second instead of one per ack batch: an upsert costs DuckDB several
         milliseconds. A crash loses at most a second of counts, which only the metrics use.
+        The counts leave memory only once the upsert has committed.
         """
-        rows = self._outcomes.drain()
-        if rows:
-            con.execute(
-                "INSERT INTO jobqueue_outcomes SELECT unnest($seconds), unnest($done), unnest($failed)"
-                " ON CONFLICT (second) DO UPDATE SET done = jobqueue_outcomes.done + excluded.done,"
-                " failed = jobqueue_outcomes.failed + excluded.failed",
-                {
-                    "seconds": [second for second, _, _ in rows],
-                    "done": [done for _, done, _ in rows],
-                    "failed": [failed for _, _, failed in rows],
-                },
-            )
-            con.execute("DELETE FROM jobqueue_outcomes WHERE second < ?", [bucket(now - RETENTION_S)])
-        self._flushed_at = bucket(now)
+        with self._lock:
+            rows = self._outcomes.rows()
+            if rows:
+                with self._transaction() as con:
+                    con.execute(
+                        "INSERT INTO jobqueue_outcomes"
+                        " SELECT unnest($seconds), unnest($done), unnest($failed)"
+                        " ON CONFLICT (second) DO UPDATE SET done = jobqueue_outcomes.done + excluded.done,"
+                        " failed = jobqueue_outcomes.failed + excluded.failed",
+                        {
+                            "seconds": [second for second, _, _ in rows],
+                            "done": [done for _, done, _ in rows],
+                            "failed": [failed for _, _, failed in rows],
+                        },
+                    )
+                    con.execute("DELETE FROM jobqueue_outcomes WHERE second < ?", [bucket(now - RETENTION_S)])
+                self._outcomes.clear()
+            self._flushed_at = bucket(now)
 
 
 def _job(row: Sequence[Any]) -> Job:

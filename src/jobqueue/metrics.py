@@ -122,11 +122,13 @@ class OutcomeLog:
             for old in [second for second in self._buckets if second < horizon]:
                 del self._buckets[old]
 
-    def drain(self) -> list[tuple[int, int, int]]:
-        """Remove and return every bucket as ``(second, done, failed)``, oldest first."""
-        rows = [(second, done, failed) for second, (done, failed) in sorted(self._buckets.items())]
+    def rows(self) -> list[tuple[int, int, int]]:
+        """Every bucket as ``(second, done, failed)``, oldest first."""
+        return [(second, done, failed) for second, (done, failed) in sorted(self._buckets.items())]
+
+    def clear(self) -> None:
+        """Forget every count (once they are stored elsewhere)."""
         self._buckets.clear()
-        return rows
 
     def counts(self, now: float, window_s: float) -> tuple[int, int]:
         """``(done, failed)`` in the buckets from ``now - window_s`` to ``now``."""

@@ -4,7 +4,8 @@
 a service does in production. It keeps up to ``concurrency`` jobs running as asyncio
 tasks, claims free slots in one batch, acks finished jobs in one batch, and looks at an
 empty queue again every ``poll_s`` seconds. Leases of running jobs are kept alive by the
-worker's heartbeat.
+worker's heartbeat. With ``prefetch``, it claims jobs ahead, so the queue's round trips
+overlap with running jobs instead of coming between them.
 
 Shutdown follows the usual contract of a process manager (systemd, Kubernetes, Heroku):
 on SIGTERM or SIGINT (or :meth:`Runner.stop`) it stops claiming, gives running jobs up
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections import deque
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -46,6 +48,12 @@ class Runner:
             CPU-bound handlers block the event loop and gain nothing.
         poll_s: seconds to wait before looking again at a queue with no due job (> 0).
         grace_s: seconds running jobs get to finish after :meth:`stop` (> 0).
+        prefetch: jobs to claim ahead of a free slot (>= 0; default 0, none). When a job
+            ends, a prefetched one starts at once and the ack and the next claim happen
+            while it runs, which hides the queue's round trips (RabbitMQ's prefetch count,
+            Celery's prefetch multiplier). The price: a prefetched job's lease runs while
+            it waits for a slot, so use it only for jobs much shorter than the visibility
+            timeout. Prefetched jobs are given back at shutdown.
 
     Raises:
         InvalidSettingError: if a number is out of range, or the clock cannot sleep.
@@ -60,6 +68,7 @@ class Runner:
         concurrency: int = DEFAULT_CONCURRENCY,
         poll_s: float = 1.0,
         grace_s: float = DEFAULT_GRACE_S,
+        prefetch: int = 0,
     ) -> None:
         clock = worker.queue.clock
         if not isinstance(clock, SleepingClock):
@@ -72,6 +81,9 @@ class Runner:
         self.concurrency = check_count("concurrency", concurrency)
         self.poll_s = check_positive_seconds("poll_s", poll_s)
         self.grace_s = check_positive_seconds("grace_s", grace_s)
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
+            raise InvalidSettingError(f"prefetch must be an int >= 0, got {prefetch!r}")
+        self.prefetch = prefetch
         self._stopping = asyncio.Event()
         self._hurry = asyncio.Event()
 
@@ -117,31 +129,45 @@ class Runner:
             shutdown have the outcome ``"released"``.
         """
         running: dict[asyncio.Task[Attempt], Lease] = {}
+        waiting: deque[Lease] = deque()  # prefetched, not started yet
         events: list[JobEvent] = []
         stopping = asyncio.create_task(self._stopping.wait())
         try:
             while not self._stopping.is_set():
-                free = self.concurrency - len(running)
-                claimed = self.worker.queue.claim_many(free) if free else []
-                for lease in claimed:
-                    running[asyncio.create_task(self.worker.execute(lease))] = lease
+                wanted = self.concurrency - len(running) + self.prefetch - len(waiting)
+                claimed = self.worker.queue.claim_many(wanted) if wanted > 0 else []
+                waiting.extend(claimed)
+                self._start(waiting, running)
                 if until_idle and not running:
                     break
                 # With jobs left in the queue, wake when a slot frees; else also after poll_s.
-                nap = self.clock.sleep(self.poll_s) if len(claimed) < free else None
-                events += await self._settle_next(running, {stopping}, nap)
-            events += await self._shut_down(running)
+                nap = self.clock.sleep(self.poll_s) if len(claimed) < wanted else None
+                events += await self._settle_next(running, waiting, {stopping}, nap)
+            events += await self._shut_down(running, waiting)
         finally:
             stopping.cancel()
         return events
 
+    def _start(self, waiting: deque[Lease], running: dict[asyncio.Task[Attempt], Lease]) -> int:
+        """Start claimed jobs, oldest claim first, while there are free slots; return how many."""
+        started = 0
+        while waiting and len(running) < self.concurrency:
+            lease = waiting.popleft()
+            running[asyncio.create_task(self.worker.execute(lease))] = lease
+            started += 1
+        return started
+
     async def _settle_next(
         self,
         running: dict[asyncio.Task[Attempt], Lease],
+        waiting: deque[Lease],
         watch: set[asyncio.Task[bool]],
         nap: Coroutine[object, object, None] | None,
     ) -> list[JobEvent]:
-        """Wait for a running job to end, one of ``watch``, or ``nap``; settle the jobs done by then."""
+        """Wait for a running job to end, one of ``watch``, or ``nap``; settle the jobs done by then.
+
+        Prefetched jobs take the freed slots before the settling, so they run during it.
+        """
         napping = None if nap is None else asyncio.ensure_future(nap)
         waits: set[asyncio.Future[Any]] = {*running, *watch}
         if napping is not None:
@@ -153,16 +179,21 @@ class Runner:
         attempts = [task.result() for task in finished]
         for task in finished:
             del running[task]
+        if self._start(waiting, running):
+            await asyncio.sleep(0)  # let the new jobs reach their first await before the acks
         return self.worker.settle(attempts) if attempts else []
 
-    async def _shut_down(self, running: dict[asyncio.Task[Attempt], Lease]) -> list[JobEvent]:
-        """Let running jobs finish within the grace period; give the others back."""
-        events: list[JobEvent] = []
+    async def _shut_down(
+        self, running: dict[asyncio.Task[Attempt], Lease], waiting: deque[Lease]
+    ) -> list[JobEvent]:
+        """Give back prefetched jobs; let running ones finish within the grace period; give back the rest."""
+        events = [self._give_back(lease) for lease in waiting]
+        waiting.clear()
         grace = asyncio.create_task(self._grace_over())
         hurry = asyncio.create_task(self._hurry.wait())
         try:
             while running and not grace.done() and not hurry.done():
-                events += await self._settle_next(running, {grace, hurry}, None)
+                events += await self._settle_next(running, waiting, {grace, hurry}, None)
         finally:
             grace.cancel()
             hurry.cancel()
@@ -174,14 +205,17 @@ class Runner:
         for task, lease in running.items():
             if not task.cancelled() and task.exception() is None:
                 events += self.worker.settle([task.result()])  # finished while being cancelled
-                continue
-            try:
-                self.worker.queue.release(lease)
-            except StaleLeaseError as stale:
-                events.append(self.worker.record(lease, "stale", stale))
             else:
-                events.append(self.worker.record(lease, "released"))
+                events.append(self._give_back(lease))
         return events
+
+    def _give_back(self, lease: Lease) -> JobEvent:
+        """Release ``lease`` and record it (as ``"stale"`` if the lease was already lost)."""
+        try:
+            self.worker.queue.release(lease)
+        except StaleLeaseError as stale:
+            return self.worker.record(lease, "stale", stale)
+        return self.worker.record(lease, "released")
 
     async def _grace_over(self) -> bool:
         await self.clock.sleep(self.grace_s)

@@ -1,0 +1,113 @@
+"""How close a Runner gets to ideal concurrency on jobs that await I/O.
+
+Enqueues ``--jobs`` ``send_receipt`` jobs (one ``enqueue_many``, before the clock starts)
+whose handler does ``await asyncio.sleep(--sleep-ms / 1000)``, then times
+``Runner(worker, concurrency=--concurrency, poll_s=0.05, prefetch=P).run(until_idle=True)``
+with ``time.perf_counter``, on (a) the in-memory ``JobQueue`` and (b) ``DurableQueue`` on a
+file in a fresh temporary directory, without prefetch (P=0) and with one batch claimed
+ahead (P=concurrency), which lets the durable queue's claims and acks overlap with running
+jobs. Ideal time: ``jobs / concurrency * sleep`` (0.2 s with the
+defaults: 1,000 jobs, 50 at once, 10 ms each); the rest is the queue's and the runner's
+overhead, which blocks the event loop while it runs.
+
+Prints seconds, the ratio to ideal and whether the target (at most 1.5x ideal) is met, per
+queue. Checks that every job was done (the queue is empty and the run reported one
+``"done"`` event per job) and exits with status 1 if not. Run: ``make bench`` or
+``.venv/bin/python benchmarks/worker_concurrency.py [--jobs N] [--concurrency N] [--sleep-ms MS]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jobqueue as jq
+from jobqueue.durable import DurableQueue
+from jobqueue.queue import Queue
+from jobqueue.runner import Runner
+from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
+
+TARGET_RATIO = 1.5
+POLL_S = 0.05
+
+
+async def timed_run(
+    queue: Queue, concurrency: int, prefetch: int, sleep_s: float
+) -> tuple[float, list[jq.JobEvent]]:
+    async def send_receipt(payload: ReceiptPayload) -> None:
+        await asyncio.sleep(sleep_s)
+
+    worker = jq.Worker(queue)
+    worker.register(SEND_RECEIPT, send_receipt)
+    runner = Runner(worker, concurrency=concurrency, poll_s=POLL_S, prefetch=prefetch)
+    start = time.perf_counter()
+    events = await runner.run(until_idle=True)
+    return time.perf_counter() - start, events
+
+
+def measure(
+    queue: Queue, jobs: int, concurrency: int, prefetch: int, sleep_s: float
+) -> tuple[float, str | None]:
+    """Run ``jobs`` jobs from ``queue``; return the seconds and what went wrong, if anything."""
+    payloads = [ReceiptPayload(order_id=i, email="customer@example.com") for i in range(jobs)]
+    queue.enqueue_many(SEND_RECEIPT, payloads)
+    seconds, events = asyncio.run(timed_run(queue, concurrency, prefetch, sleep_s))
+    done = sum(event.outcome == "done" for event in events)
+    if done != jobs or len(events) != jobs or len(queue) != 0:
+        return seconds, f"{done} done of {jobs}, {len(events)} events, {len(queue)} left in the queue"
+    return seconds, None
+
+
+def in_memory(jobs: int, concurrency: int, prefetch: int, sleep_s: float) -> tuple[float, str | None]:
+    return measure(jq.JobQueue(jq.SystemClock()), jobs, concurrency, prefetch, sleep_s)
+
+
+def durable(jobs: int, concurrency: int, prefetch: int, sleep_s: float) -> tuple[float, str | None]:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-durable-") as tmp,
+        DurableQueue(Path(tmp) / "queue.duckdb") as queue,
+    ):
+        return measure(queue, jobs, concurrency, prefetch, sleep_s)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=1_000)
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--sleep-ms", type=float, default=10.0, help="awaited sleep per job, in milliseconds")
+    args = parser.parse_args()
+    sleep_s = args.sleep_ms / 1000
+    ideal = args.jobs / args.concurrency * sleep_s
+
+    runs: list[tuple[str, Callable[[int, int, int, float], tuple[float, str | None]], int]] = [
+        ("JobQueue (in memory)", in_memory, 0),
+        ("JobQueue (in memory)", in_memory, args.concurrency),
+        ("DurableQueue (DuckDB file)", durable, 0),
+        ("DurableQueue (DuckDB file)", durable, args.concurrency),
+    ]
+    print(
+        f"{args.jobs:,} jobs of {args.sleep_ms:g} ms awaited I/O, concurrency {args.concurrency}:"
+        f" ideal {ideal:.3f} s, target <= {TARGET_RATIO:g}x ideal"
+    )
+    print(f"{'queue':<28}  {'prefetch':>8}  {'seconds':>8}  {'x ideal':>7}  {'target':>7}")
+    failures = []
+    for name, run, prefetch in runs:
+        seconds, problem = run(args.jobs, args.concurrency, prefetch, sleep_s)
+        ratio = seconds / ideal
+        verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
+        print(f"{name:<28}  {prefetch:>8}  {seconds:>8.3f}  {ratio:>7.2f}  {verdict:>7}")
+        if problem is not None:
+            failures.append(f"{name}: {problem}")
+    for failure in failures:
+        print(f"FAILED {failure}", file=sys.stderr)
+    if failures:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
