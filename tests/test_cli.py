@@ -143,11 +143,12 @@ def test_replay_all(dead_file: Path, capsys: pytest.CaptureFixture[str]) -> None
 def test_replay_of_an_unknown_id_exits_1_naming_it(
     dead_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["replay", str(dead_file), "receipt-4"]) == 1  # waiting, not dead
+    dead = [letter.job.id for letter in DurableQueue(dead_file).dead_letters()]
+    assert main(["replay", str(dead_file), dead[0], "receipt-4"]) == 1  # receipt-4 is waiting, not dead
     out, err = capsys.readouterr()
-    assert (out, err) == ("", "error: no dead job with id 'receipt-4' to replay\n")
+    assert (out, err) == ("", "error: no dead job with id 'receipt-4'; nothing replayed\n")
     with DurableQueue(dead_file) as queue:
-        assert len(queue.dead_letters()) == 2
+        assert [letter.job.id for letter in queue.dead_letters()] == dead  # all or nothing
 
 
 @pytest.mark.parametrize("args", [[], ["receipt-2", "--all"]])
@@ -205,19 +206,57 @@ def test_bad_handlers_exit_2_naming_them(
 @pytest.mark.parametrize(
     ("option", "message"),
     [
-        (["--concurrency", "0"], "concurrency must be an int >= 1, got 0"),
-        (["--poll", "0"], "poll_s must be a finite number of seconds > 0, got 0.0"),
-        (["--heartbeat", "30"], "heartbeat_s must be a number of seconds > 0 and below"),
+        (["--concurrency", "0"], "argument --concurrency: expected a whole number >= 1, got '0'"),
+        (["--concurrency", "two"], "argument --concurrency: expected a whole number >= 1, got 'two'"),
+        (["--prefetch", "-1"], "argument --prefetch: expected a whole number >= 0, got '-1'"),
+        (["--poll", "0"], "argument --poll: expected a number of seconds > 0, got '0'"),
+        (["--grace", "nan"], "argument --grace: expected a number of seconds > 0, got 'nan'"),
+        (["--stats-every", "-1"], "argument --stats-every: expected a number of seconds > 0, got '-1'"),
+        (
+            ["--heartbeat", "30"],
+            "--heartbeat (30 s) must be below --visibility-timeout (30 s), or leases run out between beats",
+        ),
+        (
+            ["--visibility-timeout", "5"],
+            "--heartbeat (10 s) must be below --visibility-timeout (5 s), or leases run out between beats",
+        ),
     ],
 )
-def test_bad_worker_settings_exit_2_naming_them(
-    path: Path, option: list[str], message: str, capsys: pytest.CaptureFixture[str]
+def test_bad_worker_settings_exit_2_naming_the_option(
+    tmp_path: Path, option: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    path = tmp_path / "new.db"
     with pytest.raises(SystemExit) as exited:
-        main(["worker", str(path), "--handlers", HANDLERS, "--burst", *option])
+        main(["worker", str(path), "--handlers", HANDLERS, "--burst", "--create", *option])
     assert exited.value.code == 2
-    assert message in capsys.readouterr().err
-    DurableQueue(path).close()  # the worker let go of the file
+    err = capsys.readouterr().err
+    assert err.startswith("usage: jobqueue worker ")  # the worker command's usage, not the top level
+    assert f"jobqueue worker: error: {message}\n" in err
+    assert not path.exists()  # refused before the file was created
+
+
+def test_a_worker_refuses_a_missing_file_unless_told_to_create_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "new.db"
+    with pytest.raises(SystemExit) as exited:
+        main(["worker", str(path), "--handlers", HANDLERS, "--burst"])
+    assert exited.value.code == 2
+    assert f"no queue file {str(path)!r} (add --create to start a new queue)" in capsys.readouterr().err
+    assert not path.exists()
+    assert main(["worker", str(path), "--handlers", HANDLERS, "--burst", "--create"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"creating queue file {path}"
+    assert path.exists()
+
+
+def test_a_file_that_is_not_a_database_exits_1_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a queue\n")
+    assert main(["stats", str(notes)]) == 1
+    expected = f"error: {str(notes)!r} is not a DuckDB database file, so not a queue file\n"
+    assert capsys.readouterr().err == expected
 
 
 # -- the worker ---------------------------------------------------------------------------------
@@ -247,7 +286,7 @@ def test_a_burst_worker_exits_by_itself_once_the_queue_is_empty(
         "receipt-2 attempt 1: dead (PermanentJobError: invalid e-mail address 'nobody')",
         "receipt-3 attempt 1: done",
     ]
-    assert re.fullmatch(r"worker \d+ stopped: 2 done, 0 given back", lines[-1])
+    assert re.fullmatch(r"worker \d+ stopped: 2 done, 1 dead, 0 given back", lines[-1])
     assert not stats_path(path).exists()
     with DurableQueue(path) as queue:
         assert len(queue) == 0

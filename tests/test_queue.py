@@ -46,7 +46,10 @@ def test_defaults() -> None:
     assert jq.DEFAULT_MAX_ATTEMPTS == 5
 
 
-@pytest.mark.parametrize(("timeout", "shown"), [(0, "0"), (-1, "-1"), (math.nan, "nan"), (math.inf, "inf")])
+@pytest.mark.parametrize(
+    ("timeout", "shown"),
+    [(0, "0"), (-1, "-1"), (math.nan, "nan"), (math.inf, "inf"), (True, "True"), ("30", "'30'")],
+)
 def test_visibility_timeout_must_be_finite_and_positive(timeout: float, shown: str) -> None:
     with pytest.raises(InvalidSettingError) as info:
         JobQueue(ManualClock(), visibility_timeout_s=timeout)

@@ -385,6 +385,29 @@ def test_prefetched_jobs_are_leased_ahead_and_start_the_moment_a_slot_frees() ->
     assert outcomes(events) == [(10 * ((n + 1) // 2), f"work-{n}", 1, "done") for n in range(1, 7)]
 
 
+def test_a_prefetched_job_waiting_longer_than_its_lease_is_kept_and_runs_once() -> None:
+    scene = Scene(
+        concurrency=1,
+        prefetch=1,
+        heartbeat_s=10,
+        visibility_timeout_s=30,
+        retry=RetryPolicy(max_attempts=1),
+    )
+    scene.add(Work(n=1, work_s=100), Work(n=2, work_s=5))
+    clock = manual(scene)
+
+    async def scenario() -> list[JobEvent]:
+        task = asyncio.create_task(scene.runner.run())
+        await clock.run_for(110)
+        scene.runner.stop()
+        return await task
+
+    events = asyncio.run(scenario())
+    assert scene.started == [(1, 0), (2, 100)]  # work-2 waited 100 s for the slot, and ran once
+    assert outcomes(events) == [(100, "work-1", 1, "done"), (105, "work-2", 1, "done")]
+    assert scene.queue.dead_letters() == []
+
+
 def test_at_shutdown_prefetched_jobs_are_given_back_at_once_and_running_ones_finish() -> None:
     scene = Scene(concurrency=1, prefetch=2, grace_s=30)
     scene.add(*(Work(n=n) for n in range(1, 4)))
@@ -407,6 +430,36 @@ def test_at_shutdown_prefetched_jobs_are_given_back_at_once_and_running_ones_fin
         ("work-2", 0, 4),
         ("work-3", 0, 4),
     ]
+
+
+# -- a failing queue ----------------------------------------------------------------------------
+
+
+def test_when_the_queue_fails_the_runner_stops_its_jobs_and_raises() -> None:
+    scene = Scene(concurrency=3)  # a free slot: the runner looks for work every second
+    scene.add(Work(n=1, work_s=100), Work(n=2, work_s=100))
+    clock = manual(scene)
+    claim_many = scene.queue.claim_many
+
+    def broken(limit: int) -> list[Lease]:
+        if clock.now() >= 5:
+            raise OSError("disk full")
+        return claim_many(limit)
+
+    scene.queue.claim_many = broken  # type: ignore[method-assign]
+    left_running: list[int] = []
+
+    async def scenario() -> None:
+        task = asyncio.create_task(scene.runner.run())
+        await clock.run_for(6)  # the look at t=5 fails
+        with pytest.raises(OSError, match="disk full"):
+            await task
+        left_running.append(scene.running)
+
+    asyncio.run(scenario())
+    assert left_running == [0]  # both 100 s jobs were cancelled, not left behind
+    assert [(job.id, job.attempts) for job in scene.queue.jobs()] == [("work-1", 1), ("work-2", 1)]
+    assert scene.worker.events == []  # their leases are left to run out
 
 
 # -- settings ---------------------------------------------------------------------------------
@@ -453,7 +506,7 @@ def test_the_defaults() -> None:
         DEFAULT_GRACE_S,
         0,
     )
-    assert (DEFAULT_CONCURRENCY, DEFAULT_GRACE_S) == (10, 30.0)
+    assert (DEFAULT_CONCURRENCY, DEFAULT_GRACE_S) == (10, 25.0)  # below Kubernetes' 30 s
 
 
 # -- signals (real event loop, wall clock) ----------------------------------------------------

@@ -11,12 +11,13 @@ Run as ``jobqueue …`` (installed with the package) or ``python -m jobqueue …
 :class:`~jobqueue.worker.Worker` and registers handlers on it; it logs one line per job
 to standard output and shuts down gracefully on SIGTERM or SIGINT (see
 :class:`~jobqueue.runner.Runner`). DuckDB lets one process hold the file, so while a
-worker runs, ``stats`` reads the figures the worker writes next to the file
-(``FILE.stats.json``) every ``--stats-every`` seconds; ``dead`` and ``replay`` need the
-worker stopped.
+worker runs no other process can enqueue, list or replay (see :mod:`jobqueue.durable`);
+``stats`` then reads the figures the worker writes next to the file (``FILE.stats.json``)
+every ``--stats-every`` seconds.
 
-Exit status: 0 on success, 1 when the queue file is held by another process, 2 for a
-usage error (argparse's convention).
+Exit status: 0 on success; 1 when the queue file cannot be used (held by another
+process, not a DuckDB file) or ``replay`` names an id that is not a dead letter; 2 for a
+usage error, such as a bad option value or a missing file (argparse's convention).
 
 Introduced in lesson 11.
 """
@@ -27,17 +28,21 @@ import argparse
 import asyncio
 import datetime
 import importlib
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pydantic
 
 from jobqueue.clock import SystemClock
 from jobqueue.durable import DurableQueue
-from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, QueueFileLockedError
+from jobqueue.errors import QueueFileError, QueueFileLockedError
 from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
+from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S
 from jobqueue.runner import DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
 from jobqueue.worker import JobEvent, Worker
 
@@ -55,17 +60,21 @@ class WorkerStats(pydantic.BaseModel):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.run is not _worker and not Path(args.file).exists():
-        parser.error(f"no queue file {args.file!r}")
+    args = _parser().parse_args(argv)
+    command: argparse.ArgumentParser = args.command
+    if not Path(args.file).exists() and not getattr(args, "create", False):
+        hint = " (add --create to start a new queue)" if args.run is _worker else ""
+        command.error(f"no queue file {args.file!r}{hint}")
+    if args.run is _worker and args.heartbeat >= args.visibility_timeout:
+        command.error(
+            f"--heartbeat ({args.heartbeat:g} s) must be below --visibility-timeout"
+            f" ({args.visibility_timeout:g} s), or leases run out between beats"
+        )
     if args.run is _replay and bool(args.ids) == args.all:
-        parser.error("replay takes either dead-letter ids or --all")
+        command.error("replay takes either dead-letter ids or --all")
     try:
         status: int = args.run(args)
-    except InvalidSettingError as exc:
-        parser.error(str(exc))
-    except QueueFileLockedError as exc:
+    except QueueFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return status
@@ -74,6 +83,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 def stats_path(queue_file: str | Path) -> Path:
     """Where a worker on ``queue_file`` writes its figures: ``<queue_file>.stats.json``."""
     return Path(f"{queue_file}.stats.json")
+
+
+def seconds(text: str) -> float:
+    """Parse a command-line number of seconds > 0 (argparse names the option on error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
+def count(text: str, *, least: int = 1) -> int:
+    """Parse a command-line whole number >= ``least`` (argparse names the option on error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = least - 1
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}")
+    return value
 
 
 def load_handlers(spec: str) -> Register:
@@ -100,11 +131,18 @@ def load_handlers(spec: str) -> Register:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    if not Path(args.file).exists():
+        _log(f"creating queue file {args.file}")
     with DurableQueue(args.file, SystemClock(), visibility_timeout_s=args.visibility_timeout) as queue:
         worker = Worker(queue, on_event=_log, heartbeat_s=args.heartbeat)
         args.handlers(worker)
         runner = Runner(
-            worker, concurrency=args.concurrency, poll_s=args.poll, grace_s=args.grace, prefetch=args.prefetch
+            worker,
+            concurrency=args.concurrency,
+            poll_s=args.poll,
+            grace_s=args.grace,
+            prefetch=args.prefetch,
+            log=_log,
         )
         asyncio.run(_serve(runner, queue, args))
     return 0
@@ -119,8 +157,21 @@ async def _serve(runner: Runner, queue: DurableQueue, args: argparse.Namespace) 
     finally:
         reporter.cancel()
         stats_path(args.file).unlink(missing_ok=True)
-    counts = {outcome: sum(event.outcome == outcome for event in events) for outcome in ("done", "released")}
-    _log(f"worker {os.getpid()} stopped: {counts['done']} done, {counts['released']} given back")
+    _log(f"worker {os.getpid()} stopped: {summary(events)}")
+
+
+def summary(events: Sequence[JobEvent]) -> str:
+    """Count events by outcome, e.g. ``"3 done, 1 retried, 1 dead, 1 given back"``."""
+    names = {
+        "done": "done",
+        "retry": "retried",
+        "dead": "dead",
+        "stale": "lease lost",
+        "released": "given back",
+    }
+    counts = {name: sum(event.outcome == outcome for event in events) for outcome, name in names.items()}
+    shown = [f"{n} {name}" for name, n in counts.items() if n or name in ("done", "given back")]
+    return ", ".join(shown)
 
 
 async def _report_stats(queue: DurableQueue, every_s: float) -> None:
@@ -167,13 +218,17 @@ def _dead(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     with DurableQueue(args.file) as queue:
-        ids = [letter.job.id for letter in queue.dead_letters()] if args.all else args.ids
+        dead = [letter.job.id for letter in queue.dead_letters()]
+        ids = dead if args.all else list(dict.fromkeys(args.ids))
+        unknown = [job_id for job_id in ids if job_id not in dead]
+        if unknown:  # replay all or nothing
+            print(
+                f"error: no dead job with id {', '.join(map(repr, unknown))}; nothing replayed",
+                file=sys.stderr,
+            )
+            return 1
         for job_id in ids:
-            try:
-                queue.replay(job_id)
-            except DeadLetterNotFoundError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 1
+            queue.replay(job_id)
             print(f"replayed {job_id}")
     if not ids:
         print("no dead letters to replay")
@@ -195,11 +250,29 @@ def _iso(at: float) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jobqueue", description="Work a durable job queue (a DuckDB file).")
+    parser = argparse.ArgumentParser(
+        prog="jobqueue",
+        description="Work a durable job queue (a DuckDB file). One process at a time may open the file.",
+        epilog="Exit status: 0 success, 1 queue file unusable or unknown dead-letter id, 2 usage error.",
+    )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    worker = commands.add_parser("worker", help="run jobs until SIGTERM or SIGINT")
-    worker.add_argument("file", help="the queue's DuckDB file")
+    def command(name: str, help: str, description: str, run: Callable[[argparse.Namespace], int]) -> Any:
+        sub = commands.add_parser(
+            name, help=help, description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        )
+        sub.add_argument("file", help="the queue's DuckDB file")
+        sub.set_defaults(run=run, command=sub)
+        return sub
+
+    worker = command(
+        "worker",
+        "run jobs until SIGTERM or SIGINT",
+        "Run jobs from FILE, many at once, until SIGTERM or SIGINT; then stop claiming, let running"
+        " jobs finish within --grace seconds and give the rest back. While it runs, no other process"
+        " can open FILE (enqueue from the worker's own process, or before it starts).",
+        _worker,
+    )
     worker.add_argument(
         "--handlers",
         required=True,
@@ -207,38 +280,54 @@ def _parser() -> argparse.ArgumentParser:
         metavar="MODULE:FUNCTION",
         help="function that registers handlers on a Worker, e.g. jobqueue.shop_worker:register",
     )
+    worker.add_argument("--create", action="store_true", help="create FILE if it does not exist")
+    worker.add_argument("--concurrency", type=count, default=DEFAULT_CONCURRENCY, help="jobs at once")
     worker.add_argument(
-        "--concurrency", type=int, default=DEFAULT_CONCURRENCY, help="jobs at once (default 10)"
+        "--prefetch",
+        type=partial(count, least=0),
+        default=0,
+        help="jobs to claim ahead of a free slot (suits many short jobs)",
     )
-    worker.add_argument("--poll", type=float, default=1.0, help="seconds between looks at an idle queue")
+    worker.add_argument("--poll", type=seconds, default=1.0, help="seconds between looks at an idle queue")
     worker.add_argument(
-        "--prefetch", type=int, default=0, help="jobs to claim ahead of a free slot (default 0)"
+        "--grace", type=seconds, default=DEFAULT_GRACE_S, help="seconds to finish jobs after SIGTERM"
     )
     worker.add_argument(
-        "--grace", type=float, default=DEFAULT_GRACE_S, help="seconds to finish jobs at shutdown"
+        "--heartbeat", type=seconds, default=10.0, help="seconds between lease extensions of a running job"
     )
-    worker.add_argument("--heartbeat", type=float, default=10.0, help="seconds between lease extensions")
-    worker.add_argument("--visibility-timeout", type=float, default=30.0, help="lease length in seconds")
-    worker.add_argument("--stats-every", type=float, default=10.0, help="seconds between stats files")
+    worker.add_argument(
+        "--visibility-timeout",
+        type=seconds,
+        default=DEFAULT_VISIBILITY_TIMEOUT_S,
+        help="lease length in seconds",
+    )
+    worker.add_argument(
+        "--stats-every", type=seconds, default=10.0, help="seconds between writes of FILE.stats.json"
+    )
     worker.add_argument("--burst", action="store_true", help="exit once the queue has no due job")
-    worker.set_defaults(run=_worker)
 
-    stats = commands.add_parser("stats", help="show waiting, leased, oldest age, failure rate, dead letters")
-    stats.add_argument("file", help="the queue's DuckDB file")
-    stats.add_argument(
-        "--window", type=float, default=DEFAULT_WINDOW_S, help="failure-rate window in seconds"
+    stats = command(
+        "stats",
+        "show waiting, leased, oldest waiting, failure rate, dead letters",
+        "Show the numbers to watch. While a worker holds FILE, show the figures it last wrote to"
+        " FILE.stats.json instead (with its default 300 s window; --window does not apply).",
+        _stats,
     )
-    stats.set_defaults(run=_stats)
+    stats.add_argument(
+        "--window", type=seconds, default=DEFAULT_WINDOW_S, help="failure-rate window in seconds"
+    )
 
-    dead = commands.add_parser("dead", help="list the dead letters")
-    dead.add_argument("file", help="the queue's DuckDB file")
-    dead.set_defaults(run=_dead)
+    command("dead", "list the dead letters", "List the dead letters, oldest first.", _dead)
 
-    replay = commands.add_parser("replay", help="move dead letters back to waiting, with fresh attempts")
-    replay.add_argument("file", help="the queue's DuckDB file")
+    replay = command(
+        "replay",
+        "move dead letters back to waiting, with fresh attempts",
+        "Move dead letters back to waiting, due now, with a fresh budget of attempts. All or nothing:"
+        " if an id is not a dead letter, nothing is replayed.",
+        _replay,
+    )
     replay.add_argument("ids", nargs="*", metavar="ID", help="ids of dead jobs")
     replay.add_argument("--all", action="store_true", help="every dead letter instead")
-    replay.set_defaults(run=_replay)
     return parser
 
 

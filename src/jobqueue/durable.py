@@ -8,10 +8,13 @@ leased; once the lease runs out the next claim hands it out again as a new attem
 Two things follow from DuckDB and shape the design:
 
 - **One process per file.** DuckDB lets one process open a file for writing; a second
-  gets :class:`~jobqueue.errors.QueueFileLockedError`. Concurrency comes from one
-  process running many jobs at once (:class:`jobqueue.runner.Runner`), not from many
-  processes. PostgreSQL-backed queues (``SELECT … FOR UPDATE SKIP LOCKED``) lift this
-  limit; DuckDB has no row locks.
+  gets :class:`~jobqueue.errors.QueueFileLockedError`. That goes for producers too: while
+  a worker process holds the file, no other process can enqueue. So producers and workers
+  share one process (an app that runs a :class:`jobqueue.runner.Runner` as a background
+  task next to the code that enqueues), and concurrency comes from running many jobs at
+  once in it, not from more processes. The ``jobqueue worker`` command suits jobs queued
+  before it starts, or by its own handlers. PostgreSQL-backed queues (``SELECT … FOR
+  UPDATE SKIP LOCKED``) lift this limit; DuckDB has no row locks.
 - **Batches.** Every DuckDB statement costs roughly a millisecond, and each call here is a
   few statements and a commit, so one job per call manages only about 50 jobs a second
   through enqueue, claim and ack. :meth:`~DurableQueue.enqueue_many`,
@@ -41,7 +44,7 @@ import duckdb
 from jobqueue import db
 from jobqueue.backoff import Backoff, RandomFn
 from jobqueue.clock import Clock, SystemClock
-from jobqueue.errors import DeadLetterNotFoundError, QueueFileLockedError, describe_error
+from jobqueue.errors import DeadLetterNotFoundError, QueueFileError, QueueFileLockedError, describe_error
 from jobqueue.job import DeadLetter, Job, JobType, Lease, RetryPolicy, check_count, check_positive_seconds
 from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics, bucket, check_window
 from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, check_ids, stale_lease
@@ -104,6 +107,7 @@ class DurableQueue:
 
     Raises:
         QueueFileLockedError: if another process has the file open.
+        QueueFileError: if the file exists but is not a DuckDB database.
         InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0.
 
     Every method is one transaction: it commits whole or changes nothing. One queue object
@@ -136,6 +140,10 @@ class DurableQueue:
         try:
             self._con = db.connect(path)
         except duckdb.IOException as exc:
+            if "not a valid DuckDB database" in str(exc):
+                raise QueueFileError(
+                    f"{self.path!r} is not a DuckDB database file, so not a queue file"
+                ) from exc
             if "lock" not in str(exc).lower():
                 raise
             raise QueueFileLockedError(

@@ -73,7 +73,14 @@ class TransactionAbortedError(JobQueueError):
     """
 
 
-class QueueFileLockedError(JobQueueError):
+class QueueFileError(JobQueueError):
+    """A durable queue's file cannot be used: it is not a DuckDB database, or it is locked.
+
+    The message names the file.
+    """
+
+
+class QueueFileLockedError(QueueFileError):
     """A durable queue's DuckDB file is open in another process.
 
     DuckDB lets one process at a time open a file for writing, so every worker of one

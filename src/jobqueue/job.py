@@ -191,11 +191,15 @@ def check_count(name: str, value: int) -> int:
 
 
 def check_positive_seconds(name: str, value: float) -> float:
-    """Return ``value`` if it is a finite number of seconds > 0.
+    """Return ``value`` if it is a finite number of seconds > 0 (``True`` is not a number of seconds).
 
     Raises:
         InvalidSettingError: naming ``name`` and the bad value.
     """
-    if not (math.isfinite(value) and value > 0):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value > 0)
+    ):
         raise InvalidSettingError(f"{name} must be a finite number of seconds > 0, got {value!r}")
     return value

@@ -3,11 +3,15 @@
 A queue that is falling behind shows it first in the *age of the oldest waiting job*
 (how long work has been ready without a worker taking it), then in the count of waiting
 jobs; a broken dependency shows in the *failure rate*; and every *dead letter* is a job
-someone has to look at. These are the figures SQS publishes as
-``ApproximateAgeOfOldestMessage`` and ``ApproximateNumberOfMessagesVisible`` /
-``NotVisible``, and that Sidekiq's and BullMQ's dashboards put first.
+someone has to look at. SQS publishes the counts as ``ApproximateNumberOfMessagesVisible``
+and ``NotVisible``, and Sidekiq's and BullMQ's dashboards put the same figures first.
 
-Both queues report them with ``queue.metrics(window_s)``; the failure rate counts the
+The age here is measured from when the job last became claimable (enqueued, retry delay
+over, lease expired, given back): it says how far the workers lag behind the work that is
+ready. SQS's ``ApproximateAgeOfOldestMessage`` counts from the first send instead, so it
+also grows while a message waits out retries.
+
+Both queues report these with ``queue.metrics(window_s)``; the failure rate counts the
 acks and fails each queue records in one-second buckets (:class:`OutcomeLog`).
 
 Introduced in lesson 11.

@@ -4,8 +4,10 @@
 a service does in production. It keeps up to ``concurrency`` jobs running as asyncio
 tasks, claims free slots in one batch, acks finished jobs in one batch, and looks at an
 empty queue again every ``poll_s`` seconds. Leases of running jobs are kept alive by the
-worker's heartbeat. With ``prefetch``, it claims jobs ahead, so the queue's round trips
-overlap with running jobs instead of coming between them.
+worker's heartbeat: give the worker one (``Worker(queue, heartbeat_s=10)``), or a job
+slower than the visibility timeout is handed out again while it still runs. With
+``prefetch``, it claims jobs ahead, so the queue's round trips overlap with running jobs
+instead of coming between them.
 
 Shutdown follows the usual contract of a process manager (systemd, Kubernetes, Heroku):
 on SIGTERM or SIGINT (or :meth:`Runner.stop`) it stops claiming, gives running jobs up
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections import deque
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -33,8 +35,13 @@ from jobqueue.worker import Attempt, JobEvent, Worker
 DEFAULT_CONCURRENCY = 10
 """Jobs one runner keeps running at once."""
 
-DEFAULT_GRACE_S = 30.0
-"""Seconds running jobs get to finish after a shutdown signal (Kubernetes' default)."""
+DEFAULT_GRACE_S = 25.0
+"""Seconds running jobs get to finish after a shutdown signal.
+
+Below the 30 s that Kubernetes waits between SIGTERM and SIGKILL by default, so that the
+jobs still running when the grace period ends are given back before the kill. Docker's
+``docker stop`` waits only 10 s: pass ``grace_s`` (or ``--grace``) below your platform's.
+"""
 
 
 class Runner:
@@ -51,14 +58,19 @@ class Runner:
         prefetch: jobs to claim ahead of a free slot (>= 0; default 0, none). When a job
             ends, a prefetched one starts at once and the ack and the next claim happen
             while it runs, which hides the queue's round trips (RabbitMQ's prefetch count,
-            Celery's prefetch multiplier). The price: a prefetched job's lease runs while
-            it waits for a slot, so use it only for jobs much shorter than the visibility
-            timeout. Prefetched jobs are given back at shutdown.
+            Celery's prefetch multiplier). The leases of prefetched jobs are extended
+            while they wait, at the worker's heartbeat interval (a third of the visibility
+            timeout without one); a job that waits long is still held from other workers
+            all that time, so prefetch suits many short jobs. Prefetched jobs are given
+            back at shutdown.
+        log: called with a line when the shutdown starts and when the grace period ends
+            with jobs still running (``print`` will do); the CLI logs these.
 
     Raises:
         InvalidSettingError: if a number is out of range, or the clock cannot sleep.
 
-    Introduced in lesson 11.
+    A runner runs once: after it has stopped, make a new one to run again. Introduced in
+    lesson 11.
     """
 
     def __init__(
@@ -69,6 +81,7 @@ class Runner:
         poll_s: float = 1.0,
         grace_s: float = DEFAULT_GRACE_S,
         prefetch: int = 0,
+        log: Callable[[str], object] | None = None,
     ) -> None:
         clock = worker.queue.clock
         if not isinstance(clock, SleepingClock):
@@ -84,6 +97,10 @@ class Runner:
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
             raise InvalidSettingError(f"prefetch must be an int >= 0, got {prefetch!r}")
         self.prefetch = prefetch
+        self._log = log
+        # How often a prefetched lease is extended while it waits for a slot, in seconds.
+        timeout_s = worker.queue.visibility_timeout_s
+        self._refresh_s = worker.heartbeat_s if worker.heartbeat_s is not None else timeout_s / 3
         self._stopping = asyncio.Event()
         self._hurry = asyncio.Event()
 
@@ -134,18 +151,49 @@ class Runner:
         stopping = asyncio.create_task(self._stopping.wait())
         try:
             while not self._stopping.is_set():
+                events += self._keep_alive(waiting)
                 wanted = self.concurrency - len(running) + self.prefetch - len(waiting)
                 claimed = self.worker.queue.claim_many(wanted) if wanted > 0 else []
                 waiting.extend(claimed)
                 self._start(waiting, running)
                 if until_idle and not running:
                     break
-                # With jobs left in the queue, wake when a slot frees; else also after poll_s.
-                nap = self.clock.sleep(self.poll_s) if len(claimed) < wanted else None
+                # Wake when a slot frees; with no more due jobs also after poll_s, and in
+                # time to extend the leases of prefetched jobs.
+                nap_s = [self.poll_s] if len(claimed) < wanted else []
+                nap_s += [self._refresh_due(lease) - self.clock.now() for lease in waiting]
+                nap = self.clock.sleep(max(0.0, min(nap_s))) if nap_s else None
                 events += await self._settle_next(running, waiting, {stopping}, nap)
             events += await self._shut_down(running, waiting)
+        except BaseException:
+            # A failing queue, or this task cancelled: stop the jobs, leave their leases to
+            # run out (the queue may be unusable, so nothing is given back), and re-raise.
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.wait(running)
+            raise
         finally:
             stopping.cancel()
+        return events
+
+    def _refresh_due(self, lease: Lease) -> float:
+        """When a waiting prefetched ``lease`` should be extended (seconds on the clock)."""
+        return lease.expires_at - self.worker.queue.visibility_timeout_s + self._refresh_s
+
+    def _keep_alive(self, waiting: deque[Lease]) -> list[JobEvent]:
+        """Extend the leases of prefetched jobs that are due for it; drop any found lost."""
+        now = self.clock.now()
+        events = []
+        for _ in range(len(waiting)):
+            lease = waiting.popleft()
+            if now >= self._refresh_due(lease):
+                try:
+                    lease = self.worker.queue.extend_lease(lease)
+                except StaleLeaseError as stale:
+                    events.append(self.worker.record(lease, "stale", stale))
+                    continue
+            waiting.append(lease)
         return events
 
     def _start(self, waiting: deque[Lease], running: dict[asyncio.Task[Attempt], Lease]) -> int:
@@ -179,14 +227,17 @@ class Runner:
         attempts = [task.result() for task in finished]
         for task in finished:
             del running[task]
+        events = self._keep_alive(waiting)
         if self._start(waiting, running):
             await asyncio.sleep(0)  # let the new jobs reach their first await before the acks
-        return self.worker.settle(attempts) if attempts else []
+        return events + (self.worker.settle(attempts) if attempts else [])
 
     async def _shut_down(
         self, running: dict[asyncio.Task[Attempt], Lease], waiting: deque[Lease]
     ) -> list[JobEvent]:
         """Give back prefetched jobs; let running ones finish within the grace period; give back the rest."""
+        if self._log is not None and self._stopping.is_set():
+            self._log(f"stopping: no new claims; {len(running)} running job(s) get up to {self.grace_s:g} s")
         events = [self._give_back(lease) for lease in waiting]
         waiting.clear()
         grace = asyncio.create_task(self._grace_over())
@@ -199,6 +250,8 @@ class Runner:
             hurry.cancel()
         if not running:
             return events
+        if self._log is not None:
+            self._log(f"grace period over: giving back {len(running)} unfinished job(s)")
         for task in running:
             task.cancel()
         await asyncio.wait(running)
