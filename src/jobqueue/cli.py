@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import datetime
 import importlib
-import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -41,6 +40,7 @@ import pydantic
 from jobqueue.clock import SystemClock
 from jobqueue.durable import DurableQueue
 from jobqueue.errors import QueueFileError, QueueFileLockedError
+from jobqueue.job import check_count, check_positive_seconds
 from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
 from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S
 from jobqueue.runner import DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
@@ -88,23 +88,17 @@ def stats_path(queue_file: str | Path) -> Path:
 def seconds(text: str) -> float:
     """Parse a command-line number of seconds > 0 (argparse names the option on error)."""
     try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return value
+        return check_positive_seconds("seconds", float(text))
+    except ValueError:  # not a number, or InvalidSettingError (a ValueError too)
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}") from None
 
 
 def count(text: str, *, least: int = 1) -> int:
     """Parse a command-line whole number >= ``least`` (argparse names the option on error)."""
     try:
-        value = int(text)
-    except ValueError:
-        value = least - 1
-    if value < least:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}")
-    return value
+        return check_count("count", int(text), least=least)
+    except ValueError:  # not a whole number, or InvalidSettingError (a ValueError too)
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}") from None
 
 
 def load_handlers(spec: str) -> Register:

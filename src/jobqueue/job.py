@@ -179,14 +179,14 @@ class DeadLetter:
     died_at: float
 
 
-def check_count(name: str, value: int) -> int:
-    """Return ``value`` if it is an int >= 1 (``True`` is not a count).
+def check_count(name: str, value: int, *, least: int = 1) -> int:
+    """Return ``value`` if it is an int >= ``least`` (``True`` is not a count).
 
     Raises:
         InvalidSettingError: naming ``name`` and the bad value.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidSettingError(f"{name} must be an int >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InvalidSettingError(f"{name} must be an int >= {least}, got {value!r}")
     return value
 
 

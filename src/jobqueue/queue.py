@@ -169,23 +169,7 @@ class JobQueue:
         Raises:
             PayloadError: if the payload is of the wrong class or not JSON-serialisable.
         """
-        if id is not None:
-            existing = self._jobs.get(id) or (self._dead[id].job if id in self._dead else None)
-            if existing is not None:
-                return existing
-        data = job_type.dump(payload)
-        job_id = id if id is not None else self._fresh_id()
-        policy = job_type.retry or self.retry
-        job = Job(
-            id=job_id,
-            type=job_type.name,
-            payload=data,
-            max_attempts=policy.max_attempts,
-            backoff=policy.backoff,
-            run_at=self.clock.now(),
-        )
-        self._store(job)
-        return job
+        return self._held(id) or self._add(job_type, job_type.dump(payload), id)
 
     def enqueue_many(
         self, job_type: JobType[P], payloads: Sequence[P], *, ids: Sequence[str] | None = None
@@ -201,13 +185,11 @@ class JobQueue:
             PayloadError: if any payload is invalid; then no job is added.
             InvalidSettingError: if ``ids`` and ``payloads`` differ in length.
         """
-        ids = check_ids(ids, payloads)
-        for payload in payloads:  # every payload is checked before any job is added
-            job_type.dump(payload)
-        if ids is None:
-            return [self.enqueue(job_type, payload) for payload in payloads]
+        wanted: Sequence[str | None] = check_ids(ids, payloads) or [None] * len(payloads)
+        data = [job_type.dump(payload) for payload in payloads]  # all checked before any is added
         return [
-            self.enqueue(job_type, payload, id=job_id) for payload, job_id in zip(payloads, ids, strict=True)
+            self._held(job_id) or self._add(job_type, text, job_id)
+            for text, job_id in zip(data, wanted, strict=True)
         ]
 
     # -- worker side ---------------------------------------------------------------
@@ -446,6 +428,26 @@ class JobQueue:
         return f"JobQueue({len(self._jobs)} jobs, {len(self._dead)} dead, now={self.clock.now():g}s)"
 
     # -- internals -----------------------------------------------------------------
+
+    def _held(self, job_id: str | None) -> Job | None:
+        """The waiting, leased or dead job with ``job_id``, if the queue holds one."""
+        if job_id is None:
+            return None
+        return self._jobs.get(job_id) or (self._dead[job_id].job if job_id in self._dead else None)
+
+    def _add(self, job_type: JobType[P], data: str, job_id: str | None) -> Job:
+        """Store a new waiting job with payload ``data`` (JSON text), due now."""
+        policy = job_type.retry or self.retry
+        job = Job(
+            id=job_id if job_id is not None else self._fresh_id(),
+            type=job_type.name,
+            payload=data,
+            max_attempts=policy.max_attempts,
+            backoff=policy.backoff,
+            run_at=self.clock.now(),
+        )
+        self._store(job)
+        return job
 
     def _fresh_id(self) -> str:
         job_id = self._new_id()

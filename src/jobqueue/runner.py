@@ -94,9 +94,7 @@ class Runner:
         self.concurrency = check_count("concurrency", concurrency)
         self.poll_s = check_positive_seconds("poll_s", poll_s)
         self.grace_s = check_positive_seconds("grace_s", grace_s)
-        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
-            raise InvalidSettingError(f"prefetch must be an int >= 0, got {prefetch!r}")
-        self.prefetch = prefetch
+        self.prefetch = check_count("prefetch", prefetch, least=0)
         self._log = log
         # How often a prefetched lease is extended while it waits for a slot, in seconds.
         timeout_s = worker.queue.visibility_timeout_s
