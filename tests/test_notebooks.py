@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from jupyter_client.manager import start_new_kernel
 
 from jobqueue.teaching.notebooks import KERNELSPEC, LANGUAGE_INFO, dumps, execute, read
