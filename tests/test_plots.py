@@ -190,7 +190,10 @@ def test_lifecycle_labels_sit_beside_their_arrows_not_on_them() -> None:
     renderer = drawn(fig)
     (ax,) = fig.axes
     arrows = [text.arrow_patch for text in ax.texts if isinstance(text, Annotation)]
-    lines = [arrow.get_transform().transform(densified(arrow.get_path().to_polygons(closed_only=False))) for arrow in arrows]
+    lines = [
+        arrow.get_transform().transform(densified(arrow.get_path().to_polygons(closed_only=False)))
+        for arrow in arrows
+    ]
     labels = [text for text in ax.texts if "\n" in text.get_text()]
     assert len(labels) == len(LIFECYCLE)
     for label in labels:

@@ -16,7 +16,6 @@ in lesson 03; job timelines in lessons 04-06.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Sequence
 
 from matplotlib.axes import Axes
