@@ -21,6 +21,7 @@ from browser_support import (
     LabServer,
     answer_quiz_questions,
     change_dropdown,
+    choose_menu,
     current_notebook,
     lab_server,
     launch_chromium,
@@ -32,6 +33,8 @@ from browser_support import (
     wait_text_changes,
     widget_text,
 )
+
+from jobqueue.teaching.notebooks import KERNELSPEC, LANGUAGE_INFO
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -262,6 +265,11 @@ def test_exercise_with_a_wrong_answer_shows_every_verdict_and_the_summary(
         summary = outputs.filter(has_text="checks pass").first
         summary.scroll_into_view_if_needed()
         announce(capsys, f"screenshot: {screenshot(page, 'exercise02_wrong_answer_verdicts')}")
+        # Saving after Run All writes the metadata the committed notebooks already carry.
+        choose_menu(page, "File", "docmanager:save")
+        page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.lm-mod-current.jp-mod-dirty')")
+        saved = json.loads(target.read_text(encoding="utf-8"))
+        assert saved["metadata"] == {"kernelspec": KERNELSPEC, "language_info": LANGUAGE_INFO}
 
 
 @pytest.mark.parametrize("relpath", ["lessons/07_idempotent_consumer.ipynb", "lessons/11_production.ipynb"])
