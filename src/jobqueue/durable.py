@@ -32,6 +32,7 @@ Introduced in lesson 11.
 from __future__ import annotations
 
 import random as _random
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -89,6 +90,10 @@ CREATE TABLE IF NOT EXISTS jobqueue_outcomes (
 );
 """
 
+_HIGHEST_GIVEN_ID = """
+SELECT max(CAST(id[5:] AS BIGINT)) FROM (SELECT id FROM jobqueue_jobs UNION ALL SELECT id FROM jobqueue_dead)
+WHERE regexp_full_match(id, 'job-[1-9][0-9]{0,17}')
+"""
 _JOB_COLUMNS = "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error"
 _DEAD_COLUMNS = "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, NULL, last_error, died_at"
 
@@ -153,6 +158,7 @@ class DurableQueue:
             ) from exc
         with self._transaction() as con:
             con.execute(_SCHEMA)
+            self._reserve_ids(con, con.execute(_HIGHEST_GIVEN_ID).fetchall()[0][0])
 
     # -- opening and closing ---------------------------------------------------------
 
@@ -200,10 +206,12 @@ class DurableQueue:
         check_ids(ids, payloads)
         data = [job_type.dump(payload) for payload in payloads]
         policy = job_type.retry or self.retry
+        if ids is None:
+            return self._enqueue_fresh(job_type, data, policy)
         with self._transaction() as con:
             now = self.clock.now()
-            wanted = list(ids) if ids is not None else self._fresh_ids(con, len(data))
-            existing = {job.id: job for job in self._find(con, wanted)} if ids is not None else {}
+            wanted = list(ids)
+            existing = {job.id: job for job in self._find(con, wanted)}
             new_rows: dict[str, str] = {}
             for job_id, payload in zip(wanted, data, strict=True):
                 if job_id not in existing and job_id not in new_rows:
@@ -222,18 +230,41 @@ class DurableQueue:
                         "now": now,
                     },
                 )
+                numbers = [number for job_id in new_rows if (number := _id_number(job_id)) is not None]
+                self._reserve_ids(con, max(numbers, default=None))
             added = {
-                job_id: Job(
-                    id=job_id,
-                    type=job_type.name,
-                    payload=payload,
-                    max_attempts=policy.max_attempts,
-                    backoff=policy.backoff,
-                    run_at=now,
-                )
+                job_id: _new_job(job_id, job_type, payload, policy, now)
                 for job_id, payload in new_rows.items()
             }
         return [existing.get(job_id) or added[job_id] for job_id in wanted]
+
+    def _enqueue_fresh(self, job_type: JobType[P], data: list[str], policy: RetryPolicy) -> list[Job]:
+        """Insert jobs under fresh ids ``job-N``, in one statement that DuckDB commits on its own.
+
+        No id check is needed: N comes from a sequence that :meth:`_reserve_ids` keeps above
+        every id of that form given explicitly, so no other job can hold it.
+        """
+        if not data:
+            return []
+        with self._lock:
+            now = self.clock.now()
+            rows = self._con.execute(
+                "INSERT INTO jobqueue_jobs SELECT 'job-' || nextval('jobqueue_job_id'), $type,"
+                " unnest($payloads), 0, $max, $base, $cap, $now, NULL, NULL, NULL, $now,"
+                " nextval('jobqueue_serial') RETURNING id, payload, serial",
+                {
+                    "payloads": data,
+                    "type": job_type.name,
+                    "max": policy.max_attempts,
+                    "base": policy.backoff.base_s,
+                    "cap": policy.backoff.cap_s,
+                    "now": now,
+                },
+            ).fetchall()
+        ids_by_payload: dict[str, list[str]] = {}
+        for job_id, payload, _ in sorted(rows, key=lambda row: row[2], reverse=True):
+            ids_by_payload.setdefault(payload, []).append(job_id)  # equal payloads: first made first
+        return [_new_job(ids_by_payload[payload].pop(), job_type, payload, policy, now) for payload in data]
 
     # -- worker side -------------------------------------------------------------------
 
@@ -252,31 +283,52 @@ class DurableQueue:
             InvalidSettingError: if ``limit`` is not an int >= 1.
         """
         check_count("limit", limit)
+        with self._lock:
+            now = self.clock.now()
+            due = self._due(self._con, now, limit)
+            if not any(final for _, _, final in due):
+                return self._lease(self._con, due, now)  # one statement, committed on its own
         with self._transaction() as con:
             now = self.clock.now()
             while True:
-                due = con.execute(
-                    "SELECT id, attempts >= max_attempts FROM jobqueue_jobs WHERE visible_at <= ?"
-                    " ORDER BY visible_at, serial LIMIT ?",
-                    [now, limit],
-                ).fetchall()
-                expired = [job_id for job_id, final in due if final]
+                due = self._due(con, now, limit)
+                expired = [job_id for _, job_id, final in due if final]
                 if not expired:
-                    break
+                    return self._lease(con, due, now)
                 self._bury_expired(con, expired, now)  # then look again: they took up places
-            ids = [job_id for job_id, _ in due]
-            if not ids:
-                return []
-            until = now + self.visibility_timeout_s
-            rows = con.execute(
-                "UPDATE jobqueue_jobs SET attempts = attempts + 1, leased_until = $until,"
-                " visible_at = $until, lease_token = 'lease-' || nextval('jobqueue_lease'),"
-                " serial = nextval('jobqueue_serial')"
-                f" WHERE id IN (SELECT unnest($ids)) RETURNING {_JOB_COLUMNS}, lease_token",
-                {"until": until, "ids": ids},
-            ).fetchall()
+
+    def _due(self, con: duckdb.DuckDBPyConnection, now: float, limit: int) -> list[tuple[int, str, bool]]:
+        """``(rowid, id, final)`` of up to ``limit`` due jobs, longest-claimable first.
+
+        ``final``: the job has used its last attempt (its final lease ran out).
+        """
+        return con.execute(
+            "SELECT rowid, id, attempts >= max_attempts FROM jobqueue_jobs WHERE visible_at <= ?"
+            " ORDER BY visible_at, serial LIMIT ?",
+            [now, limit],
+        ).fetchall()
+
+    def _lease(
+        self, con: duckdb.DuckDBPyConnection, due: list[tuple[int, str, bool]], now: float
+    ) -> list[Lease]:
+        """Lease the ``due`` jobs (none of them final) and return the leases in their order.
+
+        The rows are targeted by ``rowid``, which DuckDB looks up directly, where ``id IN
+        (…)`` becomes a hash join over the whole table. The conditions repeat the claim's, so
+        a row that changed since ``due`` was read is not taken.
+        """
+        if not due:
+            return []
+        until = now + self.visibility_timeout_s
+        rows = con.execute(
+            "UPDATE jobqueue_jobs SET attempts = attempts + 1, leased_until = $until,"
+            " visible_at = $until, lease_token = 'lease-' || nextval('jobqueue_lease'),"
+            " serial = nextval('jobqueue_serial') WHERE rowid IN (SELECT unnest($rowids))"
+            f" AND visible_at <= $now AND attempts < max_attempts RETURNING {_JOB_COLUMNS}, lease_token",
+            {"until": until, "now": now, "rowids": [rowid for rowid, _, _ in due]},
+        ).fetchall()
         leases = {row[0]: Lease(job=_job(row[:-1]), token=row[-1]) for row in rows}
-        return [leases[job_id] for job_id in ids]
+        return [leases[job_id] for _, job_id, _ in due if job_id in leases]
 
     def ack(self, lease: Lease) -> None:
         """Mark the leased job done: its row is deleted; see :meth:`JobQueue.ack`.
@@ -285,9 +337,9 @@ class DurableQueue:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
         """
-        with self._transaction() as con:
-            if not self._delete_acked(con, [lease.token]):
-                self._check_holder(con, lease)  # raises StaleLeaseError, saying why
+        with self._lock:
+            if not self._delete_acked(self._con, [lease.token]):  # one statement, committed on its own
+                self._check_holder(self._con, lease)  # raises StaleLeaseError, saying why
         self._record(done=1, failed=0)
 
     def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
@@ -298,8 +350,8 @@ class DurableQueue:
         """
         if not leases:
             return []
-        with self._transaction() as con:
-            acked = self._delete_acked(con, [lease.token for lease in leases])
+        with self._lock:
+            acked = self._delete_acked(self._con, [lease.token for lease in leases])
         self._record(done=len(acked), failed=0)
         stale = []
         for lease in leases:
@@ -506,19 +558,22 @@ class DurableQueue:
         ).fetchall()
         return [_job(row) for row in rows]
 
-    def _fresh_ids(self, con: duckdb.DuckDBPyConnection, count: int) -> list[str]:
-        """``count`` unused ids ``job-N``, N from a sequence that survives restarts."""
-        fresh: list[str] = []
-        while len(fresh) < count:
-            drawn = [
-                row[0]
-                for row in con.execute(
-                    "SELECT 'job-' || nextval('jobqueue_job_id') FROM range(?)", [count - len(fresh)]
-                ).fetchall()
-            ]
-            taken = {job.id for job in self._find(con, drawn)}
-            fresh += [job_id for job_id in drawn if job_id not in taken]
-        return fresh
+    def _reserve_ids(self, con: duckdb.DuckDBPyConnection, highest: int | None) -> None:
+        """Move the fresh-id sequence past ``job-{highest}``, if it has not passed it, so it never makes it.
+
+        Called for every id ``job-N`` given explicitly (and at opening, for files written
+        before), so fresh ids need no look-up: one statement fewer per enqueue. DDL takes no
+        parameters, so the new start, an int, is formatted into the statement.
+        """
+        if highest is None:
+            return
+        upcoming = con.execute(
+            "SELECT coalesce(last_value + 1, start_value) FROM duckdb_sequences()"
+            " WHERE sequence_name = 'jobqueue_job_id' AND database_name = current_database()"
+            " AND schema_name = current_schema()"
+        ).fetchall()[0][0]
+        if highest >= upcoming:
+            con.execute(f"CREATE OR REPLACE SEQUENCE jobqueue_job_id START WITH {int(highest) + 1}")
 
     def _check_holder(self, con: duckdb.DuckDBPyConnection, lease: Lease) -> Job:
         """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
@@ -615,3 +670,25 @@ def _job(row: Sequence[Any]) -> Job:
 def _dead(row: Sequence[Any]) -> DeadLetter:
     """A :class:`DeadLetter` from a row of ``_DEAD_COLUMNS``."""
     return DeadLetter(job=_job(row[:-1]), died_at=row[-1])
+
+
+_FRESH_ID = re.compile(r"job-([1-9][0-9]{0,17})")
+"""The form of the ids the queue makes itself; N below 10**18, within the sequence's range."""
+
+
+def _id_number(job_id: str) -> int | None:
+    """N if ``job_id`` is ``job-N``, an id the queue's sequence could make; else ``None``."""
+    match = _FRESH_ID.fullmatch(job_id)
+    return int(match[1]) if match else None
+
+
+def _new_job(job_id: str, job_type: JobType[Any], payload: str, policy: RetryPolicy, now: float) -> Job:
+    """The record of a job just enqueued, waiting from ``now``."""
+    return Job(
+        id=job_id,
+        type=job_type.name,
+        payload=payload,
+        max_attempts=policy.max_attempts,
+        backoff=policy.backoff,
+        run_at=now,
+    )
