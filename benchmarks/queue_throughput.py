@@ -96,7 +96,9 @@ def bytes_per_waiting_job(n: int) -> tuple[float, float]:
     del queue, jobs
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    least = deque((job_id.encode().decode(), text.encode().decode()) for job_id, text in zip(ids, texts))
+    least = deque(
+        (job_id.encode().decode(), text.encode().decode()) for job_id, text in zip(ids, texts, strict=True)
+    )
     floor = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert len(least) == n
