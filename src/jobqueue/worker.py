@@ -5,13 +5,22 @@ any other exception is treated as transient and retried after the job's backoff 
 until its attempts run out. A job whose type has no handler, or whose stored payload
 does not validate, fails permanently: the worker itself never crashes on a bad job.
 
+Every attempt runs within a time limit: the job type's ``timeout_s``, or the worker's
+(:data:`DEFAULT_TIMEOUT_S`). An attempt past it is cancelled and fails with
+:class:`~jobqueue.errors.JobTimeoutError`, a transient error, so a handler that never
+returns cannot hold its job forever (Celery's ``time_limit``; SQS caps a message's
+visibility at 12 hours for the same reason). A handler that raises
+:class:`asyncio.CancelledError` on its own fails its attempt with
+:class:`~jobqueue.errors.HandlerCancelledError` instead of stopping the worker.
+
 A worker given a heartbeat interval extends the running job's lease every
 ``heartbeat_s`` seconds while the handler runs, so a job slower than the visibility
 timeout is not handed to a second worker. A worker that finds its lease lost (the job
 was claimed again after the lease ran out) neither acks nor fails it: it records a
 ``"stale"`` event instead.
 
-Introduced in lesson 04; the heartbeat and :meth:`Worker.run_until` in lesson 06.
+Introduced in lesson 04; the heartbeat, the time limit and :meth:`Worker.run_until` in
+lesson 06.
 """
 
 from __future__ import annotations
@@ -24,7 +33,9 @@ from typing import Any, Literal, TypeVar
 
 from jobqueue.clock import SleepingClock
 from jobqueue.errors import (
+    HandlerCancelledError,
     InvalidSettingError,
+    JobTimeoutError,
     PayloadError,
     PermanentJobError,
     StaleLeaseError,
@@ -38,6 +49,13 @@ P = TypeVar("P")
 
 Handler = Callable[[P], Awaitable[None]]
 """An async function that does one job's work, given its payload."""
+
+DEFAULT_TIMEOUT_S = 300.0
+"""Time limit of one attempt, in seconds, for job types without their own ``timeout_s``.
+
+Five minutes, as arq's default ``job_timeout`` (RQ's is 180 s). A job type that runs
+longer by design sets its own :attr:`~jobqueue.job.JobType.timeout_s`.
+"""
 
 Outcome = Literal["done", "retry", "dead", "stale", "released"]
 """What became of an attempt; ``"stale"``: the lease was lost, so it was neither acked nor
@@ -154,12 +172,21 @@ class Worker:
             :class:`~jobqueue.clock.SleepingClock`.
         on_heartbeat: called with each :class:`Heartbeat`; all are kept in
             :attr:`heartbeats`.
+        timeout_s: time limit of one attempt, in seconds (> 0), for job types without
+            their own :attr:`~jobqueue.job.JobType.timeout_s`; ``None`` for none. Default
+            :data:`DEFAULT_TIMEOUT_S`. Measured on the queue's clock (on the event loop's
+            if that clock cannot sleep), so it holds for every kind of queue. An attempt
+            past it is cancelled and fails with
+            :class:`~jobqueue.errors.JobTimeoutError` (transient). A handler that
+            swallows the cancellation cannot be stopped this way: asyncio has no
+            forced kill.
 
     Raises:
         InvalidSettingError: if ``heartbeat_s`` is not a number of seconds > 0 and below
-            the visibility timeout, or the queue's clock cannot sleep.
+            the visibility timeout, the queue's clock cannot sleep while a heartbeat is
+            set, or ``timeout_s`` is not a finite number of seconds > 0.
 
-    Introduced in lesson 04; the heartbeat in lesson 06.
+    Introduced in lesson 04; the heartbeat and the time limit in lesson 06.
     """
 
     def __init__(
@@ -169,9 +196,11 @@ class Worker:
         on_event: Callable[[JobEvent], object] | None = None,
         heartbeat_s: float | None = None,
         on_heartbeat: Callable[[Heartbeat], object] | None = None,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
     ) -> None:
         self.queue = queue
         self.heartbeat_s = None if heartbeat_s is None else _check_heartbeat(heartbeat_s, queue)
+        self.timeout_s = None if timeout_s is None else check_positive_seconds("timeout_s", timeout_s)
         self.events: list[JobEvent] = []
         self.heartbeats: list[Heartbeat] = []
         self._on_event = on_event
@@ -311,12 +340,59 @@ class Worker:
         """Run the handler of ``job``; return ``(error or None, whether it is permanent)``."""
         try:
             job_type, handler = self.handler_for(job.type)
-            await handler(job_type.parse(job.payload))
+            payload = job_type.parse(job.payload)
+            limit_s = job_type.timeout_s if job_type.timeout_s is not None else self.timeout_s
+            await self._call(handler(payload), job, limit_s)
         except (PermanentJobError, PayloadError, UnknownJobTypeError) as exc:
             return exc, True
         except Exception as exc:  # any other failure is transient: retry it
             return exc, False
         return None, False
+
+    async def _call(self, work: Awaitable[None], job: Job, limit_s: float | None) -> None:
+        """Await a handler's ``work`` in a task of its own, cancelled past ``limit_s`` seconds.
+
+        Its own task tells the two kinds of cancellation apart: a ``CancelledError`` that
+        reaches this coroutine (a runner shutting down) stops the handler and goes on up;
+        one the handler task raised while nobody cancelled it is that attempt's failure.
+
+        Raises:
+            JobTimeoutError: if ``limit_s`` seconds passed first on the queue's clock.
+            HandlerCancelledError: if the handler raised ``CancelledError`` on its own.
+            Exception: whatever else the handler raised.
+        """
+        run = asyncio.ensure_future(work)
+        timer = None if limit_s is None else asyncio.ensure_future(self._sleep(limit_s))
+        try:
+            await asyncio.wait([run] if timer is None else [run, timer], return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            run.cancel()
+            await asyncio.wait([run])  # the handler's own clean-up ends before the lease is given back
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if not run.done():
+            run.cancel()
+            await asyncio.wait([run])
+            raise JobTimeoutError(
+                f"job {job.id!r} attempt {job.attempts} ran past its time limit of {limit_s:g} s"
+                f" (job type {job.type!r}), so it was cancelled"
+            )
+        if run.cancelled():
+            raise HandlerCancelledError(
+                f"the handler of job {job.id!r} (type {job.type!r}) raised CancelledError, though"
+                " nothing had cancelled it"
+            )
+        run.result()  # re-raise what the handler raised
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep on the queue's clock, or on the event loop's if that clock cannot sleep."""
+        clock = self.queue.clock
+        if isinstance(clock, SleepingClock):
+            await clock.sleep(seconds)
+        else:
+            await asyncio.sleep(seconds)
 
     def _finish(self, attempt: Attempt, *, acked: bool) -> tuple[Outcome, BaseException | None]:
         """Ack (unless ``acked`` already) or fail ``attempt``, unless its lease is stale.
