@@ -350,49 +350,61 @@ class Worker:
         return None, False
 
     async def _call(self, work: Awaitable[None], job: Job, limit_s: float | None) -> None:
-        """Await a handler's ``work`` in a task of its own, cancelled past ``limit_s`` seconds.
+        """Await a handler's ``work`` here, cancelled if it runs past ``limit_s`` seconds.
 
-        Its own task tells the two kinds of cancellation apart: a ``CancelledError`` that
-        reaches this coroutine (a runner shutting down) stops the handler and goes on up;
-        one the handler task raised while nobody cancelled it is that attempt's failure.
+        A watchdog task sleeps ``limit_s`` on the queue's clock, then cancels this task
+        (as :func:`asyncio.timeout` does on the loop's clock). A ``CancelledError`` is then
+        told apart by who asked for it: the watchdog (the time limit), someone else (a
+        runner shutting down: it goes on up), or nobody (the handler raised it itself).
 
         Raises:
             JobTimeoutError: if ``limit_s`` seconds passed first on the queue's clock.
             HandlerCancelledError: if the handler raised ``CancelledError`` on its own.
             Exception: whatever else the handler raised.
         """
-        run = asyncio.ensure_future(work)
-        timer = None if limit_s is None else asyncio.ensure_future(self._sleep(limit_s))
+        task = asyncio.current_task()
+        assert task is not None  # a coroutine awaited by the event loop runs in a task
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            task.cancel()
+
+        watchdog = None if limit_s is None else asyncio.ensure_future(self._after(limit_s, expire))
         try:
-            await asyncio.wait([run] if timer is None else [run, timer], return_when=asyncio.FIRST_COMPLETED)
+            await work
         except asyncio.CancelledError:
-            run.cancel()
-            await asyncio.wait([run])  # the handler's own clean-up ends before the lease is given back
+            if expired and task.uncancel() == 0:
+                raise self._timed_out(job, limit_s) from None
+            if not expired and task.cancelling() == 0:
+                raise HandlerCancelledError(
+                    f"the handler of job {job.id!r} (type {job.type!r}) raised CancelledError,"
+                    " though nothing had cancelled it"
+                ) from None
             raise
         finally:
-            if timer is not None:
-                timer.cancel()
-        if not run.done():
-            run.cancel()
-            await asyncio.wait([run])
-            raise JobTimeoutError(
-                f"job {job.id!r} attempt {job.attempts} ran past its time limit of {limit_s:g} s"
-                f" (job type {job.type!r}), so it was cancelled"
-            )
-        if run.cancelled():
-            raise HandlerCancelledError(
-                f"the handler of job {job.id!r} (type {job.type!r}) raised CancelledError, though"
-                " nothing had cancelled it"
-            )
-        run.result()  # re-raise what the handler raised
+            if watchdog is not None:
+                watchdog.cancel()
+        if expired:  # the handler swallowed the cancellation, but it did run too long
+            task.uncancel()
+            raise self._timed_out(job, limit_s)
 
-    async def _sleep(self, seconds: float) -> None:
-        """Sleep on the queue's clock, or on the event loop's if that clock cannot sleep."""
+    @staticmethod
+    def _timed_out(job: Job, limit_s: float | None) -> JobTimeoutError:
+        return JobTimeoutError(
+            f"job {job.id!r} attempt {job.attempts} ran past its time limit of {limit_s:g} s"
+            f" (job type {job.type!r}), so it was cancelled"
+        )
+
+    async def _after(self, seconds: float, then: Callable[[], None]) -> None:
+        """Sleep ``seconds`` on the queue's clock (the event loop's if it cannot sleep), then call ``then``."""
         clock = self.queue.clock
         if isinstance(clock, SleepingClock):
             await clock.sleep(seconds)
         else:
             await asyncio.sleep(seconds)
+        then()
 
     def _finish(self, attempt: Attempt, *, acked: bool) -> tuple[Outcome, BaseException | None]:
         """Ack (unless ``acked`` already) or fail ``attempt``, unless its lease is stale.
