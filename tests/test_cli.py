@@ -213,6 +213,7 @@ def test_bad_handlers_exit_2_naming_them(
         (["--poll", "0"], "argument --poll: expected a number of seconds > 0, got '0'"),
         (["--grace", "nan"], "argument --grace: expected a number of seconds > 0, got 'nan'"),
         (["--stats-every", "-1"], "argument --stats-every: expected a number of seconds > 0, got '-1'"),
+        (["--timeout", "0"], "argument --timeout: expected a number of seconds > 0, got '0'"),
         (
             ["--heartbeat", "30"],
             "--heartbeat (30 s) must be below --visibility-timeout (30 s), or leases run out between beats",

@@ -69,7 +69,9 @@ async def forever(payload: M) -> None:
 
 @pytest.mark.parametrize("make", BACKENDS)
 @sync
-async def test_a_handler_past_its_time_limit_is_cancelled_and_retried(make: Any, clock: jq.ManualClock) -> None:
+async def test_a_handler_past_its_time_limit_is_cancelled_and_retried(
+    make: Any, clock: jq.ManualClock
+) -> None:
     queue = make(clock)
     worker = jq.Worker(queue, heartbeat_s=10, timeout_s=60)
     cancelled = []
@@ -256,7 +258,9 @@ def three(tmp_path: Path, clock: jq.ManualClock) -> Path:
     return path
 
 
-def test_claim_many_dead_letters_a_corrupt_row_and_hands_out_the_rest(three: Path, clock: jq.ManualClock) -> None:
+def test_claim_many_dead_letters_a_corrupt_row_and_hands_out_the_rest(
+    three: Path, clock: jq.ManualClock
+) -> None:
     with jq.DurableQueue(three, clock) as queue:
         leases = queue.claim_many(3)
         assert [lease.job.id for lease in leases] == ["j1", "j2"]
@@ -447,7 +451,7 @@ def test_true_is_not_a_backoff_base() -> None:
 
 
 def test_a_retry_policy_checks_its_backoff_and_attempts() -> None:
-    with pytest.raises(jq.InvalidSettingError, match="backoff.*'1s'"):
+    with pytest.raises(jq.InvalidSettingError, match=r"backoff.*'1s'"):
         jq.RetryPolicy(backoff="1s")  # type: ignore[arg-type]
     with pytest.raises(jq.InvalidSettingError, match="max_attempts"):
         jq.RetryPolicy(max_attempts=2**31)
@@ -462,9 +466,9 @@ def test_the_largest_attempt_budget_fits_every_backend(make: Any, clock: jq.Manu
 
 
 def test_queues_check_their_retry_policy(clock: jq.ManualClock) -> None:
-    with pytest.raises(jq.InvalidSettingError, match="retry.*'x'"):
+    with pytest.raises(jq.InvalidSettingError, match=r"retry.*'x'"):
         jq.JobQueue(clock, retry="x")  # type: ignore[arg-type]
-    with pytest.raises(jq.InvalidSettingError, match="retry.*'x'"):
+    with pytest.raises(jq.InvalidSettingError, match=r"retry.*'x'"):
         jq.DurableQueue(":memory:", clock, retry="x")  # type: ignore[arg-type]
 
 

@@ -32,7 +32,15 @@ from jobqueue.errors import (
 from jobqueue.failures import classify_exception, classify_status
 from jobqueue.fanout import Published, Topic
 from jobqueue.idempotency import process_once
-from jobqueue.job import DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS_LIMIT, DeadLetter, Job, JobType, Lease, RetryPolicy
+from jobqueue.job import (
+    DEFAULT_MAX_ATTEMPTS,
+    MAX_ATTEMPTS_LIMIT,
+    DeadLetter,
+    Job,
+    JobType,
+    Lease,
+    RetryPolicy,
+)
 from jobqueue.metrics import QueueMetrics
 from jobqueue.outbox import Relay
 from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, JobQueue, Queue

@@ -53,15 +53,24 @@ def job_from_row(row: Sequence[Any]) -> Job:
     job_id = values["id"]
     try:
         for name in ("id", "type", "payload"):
-            _check(isinstance(values[name], str) and values[name] != "", name, values[name], "a non-empty text")
-        _check(_is_int(values["attempts"]) and values["attempts"] >= 0, "attempts", values["attempts"], "an int >= 0")
+            _check(
+                isinstance(values[name], str) and values[name] != "", name, values[name], "a non-empty text"
+            )
+        _check(
+            _is_int(values["attempts"]) and values["attempts"] >= 0,
+            "attempts",
+            values["attempts"],
+            "an int >= 0",
+        )
         policy = RetryPolicy(
             max_attempts=values["max_attempts"],
             backoff=Backoff(base_s=values["base_s"], cap_s=values["cap_s"]),
         )
         _check(_is_time(values["run_at"]), "run_at", values["run_at"], "a finite time")
         for name in ("leased_until", "leased_at"):
-            _check(values[name] is None or _is_time(values[name]), name, values[name], "a finite time or NULL")
+            _check(
+                values[name] is None or _is_time(values[name]), name, values[name], "a finite time or NULL"
+            )
         error = values["last_error"]
         _check(error is None or isinstance(error, str), "last_error", error, "a text or NULL")
     except InvalidSettingError as exc:

@@ -469,7 +469,9 @@ class DurableQueue:
         and left out.
         """
         with self._transaction() as con:
-            rows = con.execute(f"SELECT {JOB_COLUMNS} FROM jobqueue_jobs ORDER BY visible_at, serial").fetchall()
+            rows = con.execute(
+                f"SELECT {JOB_COLUMNS} FROM jobqueue_jobs ORDER BY visible_at, serial"
+            ).fetchall()
             return self._readable(con, rows, self.clock.now())
 
     def dead_letters(self) -> list[DeadLetter]:
@@ -558,7 +560,9 @@ class DurableQueue:
         ).fetchall()
         return [_lenient(row) for row in rows]
 
-    def _readable(self, con: duckdb.DuckDBPyConnection, rows: Sequence[Sequence[Any]], now: float) -> list[Job]:
+    def _readable(
+        self, con: duckdb.DuckDBPyConnection, rows: Sequence[Sequence[Any]], now: float
+    ) -> list[Job]:
         """The jobs of live ``rows``, in order; rows that cannot be read are dead-lettered instead."""
         jobs, corrupt = [], []
         for row in rows:

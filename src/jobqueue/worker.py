@@ -398,7 +398,7 @@ class Worker:
         )
 
     async def _after(self, seconds: float, then: Callable[[], None]) -> None:
-        """Sleep ``seconds`` on the queue's clock (the event loop's if it cannot sleep), then call ``then``."""
+        """Sleep ``seconds`` on the queue's clock (on the loop's if it cannot sleep), then call ``then``."""
         clock = self.queue.clock
         if isinstance(clock, SleepingClock):
             await clock.sleep(seconds)
