@@ -457,9 +457,7 @@ class DurableQueue:
 
         A row that cannot be read is dead-lettered (:class:`~jobqueue.errors.CorruptJobError`).
         """
-        with self._transaction() as con:
-            rows = con.execute(f"SELECT {JOB_COLUMNS} FROM jobqueue_jobs WHERE id = ?", [job_id]).fetchall()
-            jobs = self._readable(con, rows, self.clock.now())
+        jobs = self._select_jobs(f"SELECT {JOB_COLUMNS} FROM jobqueue_jobs WHERE id = ?", [job_id])
         return jobs[0] if jobs else None
 
     def jobs(self) -> list[Job]:
@@ -468,11 +466,7 @@ class DurableQueue:
         Rows that cannot be read are dead-lettered (:class:`~jobqueue.errors.CorruptJobError`)
         and left out.
         """
-        with self._transaction() as con:
-            rows = con.execute(
-                f"SELECT {JOB_COLUMNS} FROM jobqueue_jobs ORDER BY visible_at, serial"
-            ).fetchall()
-            return self._readable(con, rows, self.clock.now())
+        return self._select_jobs(f"SELECT {JOB_COLUMNS} FROM jobqueue_jobs ORDER BY visible_at, serial", [])
 
     def dead_letters(self) -> list[DeadLetter]:
         """The dead-letter queue: jobs that will not be retried, oldest death first.
@@ -480,9 +474,15 @@ class DurableQueue:
         A dead row that cannot be read is rewritten with readable values, its reason
         prefixed with the :class:`~jobqueue.errors.CorruptJobError` that says what was wrong.
         """
-        with self._transaction() as con:
-            rows = con.execute(f"SELECT {DEAD_COLUMNS} FROM jobqueue_dead ORDER BY died_at, id").fetchall()
-            return self._readable_dead(con, rows, self.clock.now(), rewrite=True)
+        query = f"SELECT {DEAD_COLUMNS} FROM jobqueue_dead ORDER BY died_at, id"
+        with self._read() as con:
+            rows = con.execute(query).fetchall()
+        try:
+            return [dead_from_row(row) for row in rows]
+        except CorruptJobError:  # rare: rewrite the bad rows, in a transaction
+            with self._transaction() as con:
+                rows = con.execute(query).fetchall()
+                return self._readable_dead(con, rows, self.clock.now(), rewrite=True)
 
     def next_visible_at(self) -> float | None:
         """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""
@@ -559,6 +559,17 @@ class DurableQueue:
             {"ids": list(ids)},
         ).fetchall()
         return [_lenient(row) for row in rows]
+
+    def _select_jobs(self, query: str, params: list[Any]) -> list[Job]:
+        """The jobs a SELECT of :data:`JOB_COLUMNS` finds; rows that cannot be read are dead-lettered."""
+        with self._read() as con:
+            rows = con.execute(query, params).fetchall()
+        try:
+            return [job_from_row(row) for row in rows]
+        except CorruptJobError:  # rare: read again in a transaction that buries the bad rows
+            with self._transaction() as con:
+                rows = con.execute(query, params).fetchall()
+                return self._readable(con, rows, self.clock.now())
 
     def _readable(
         self, con: duckdb.DuckDBPyConnection, rows: Sequence[Sequence[Any]], now: float
