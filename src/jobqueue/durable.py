@@ -12,8 +12,10 @@ Two things follow from DuckDB and shape the design:
   a worker process holds the file, no other process can enqueue. So producers and workers
   share one process (an app that runs a :class:`jobqueue.runner.Runner` as a background
   task next to the code that enqueues), and concurrency comes from running many jobs at
-  once in it, not from more processes. The ``jobqueue worker`` command suits jobs queued
-  before it starts, or by its own handlers. PostgreSQL-backed queues (``SELECT … FOR
+  once in it, not from more processes. Within the process, share one ``DurableQueue``
+  object per file: a second one on the same file is refused while the first is open.
+  The ``jobqueue worker`` command suits jobs queued before it starts, or by its own
+  handlers. PostgreSQL-backed queues (``SELECT … FOR
   UPDATE SKIP LOCKED``) lift this limit; DuckDB has no row locks.
 - **Batches.** Every DuckDB statement costs roughly a millisecond, and each call here is a
   few statements and a commit, so one job per call manages only about 50 jobs a second
@@ -282,7 +284,9 @@ class DurableQueue:
         """Claim up to ``limit`` due jobs in one transaction, longest-claimable first.
 
         Each claim counts as an attempt and hides its job for the visibility timeout.
-        Jobs whose final attempt's lease ran out are dead-lettered first.
+        Jobs whose final attempt's lease ran out are dead-lettered first. A claimed row
+        that cannot be read back is dead-lettered in the same transaction, its reason a
+        :class:`~jobqueue.errors.CorruptJobError`, and the others are handed out.
 
         Raises:
             InvalidSettingError: if ``limit`` is not an int >= 1.
@@ -353,6 +357,7 @@ class DurableQueue:
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
+            InvalidSettingError: if ``error`` is neither an exception nor a str.
         """
         message = describe_failure(error)
         outcome: FailOutcome

@@ -297,6 +297,8 @@ class JobQueue:
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
+            InvalidSettingError: if ``error`` is neither an exception nor a str (``None``,
+                say); nothing changes.
         """
         message = describe_failure(error)
         self._check_holder(lease)
