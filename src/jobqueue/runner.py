@@ -15,6 +15,10 @@ to ``grace_s`` seconds to finish, then cancels the rest and gives their jobs bac
 (:meth:`~jobqueue.queue.JobQueue.release`), so another worker can take them at once
 instead of waiting for the leases to run out. A second signal ends the grace period.
 
+A handler cannot stop the runner: its exceptions, its own ``CancelledError``
+(:class:`~jobqueue.errors.HandlerCancelledError`) and a run past its time limit
+(:class:`~jobqueue.errors.JobTimeoutError`) each fail only that attempt.
+
 Introduced in lesson 11.
 """
 
