@@ -26,8 +26,6 @@ import asyncio
 import math
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,7 +43,6 @@ from jobqueue import (
     RetryPolicy,
     StaleLeaseError,
     Worker,
-    db,
 )
 from jobqueue.durable import DurableQueue
 from jobqueue.errors import QueueFileLockedError
@@ -77,6 +74,18 @@ def open_queue(path: Path | str, clock: ManualClock, **kwargs: Any) -> DurableQu
 def snapshot(queue: DurableQueue) -> tuple[object, ...]:
     """Everything the queue shows about itself; equal before and after a call that changed nothing."""
     return (queue.jobs(), queue.dead_letters(), len(queue), queue.next_visible_at())
+
+
+class CountingConnection:
+    """A DuckDB connection that records the first word of every statement it runs."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self.statements: list[str] = []
+
+    def execute(self, sql: str, *args: Any) -> duckdb.DuckDBPyConnection:
+        self.statements.append(sql.split()[0])
+        return self.con.execute(sql, *args)
 
 
 def number(name: str, prefix: str) -> int:
@@ -424,21 +433,12 @@ def test_ack_many_acks_every_lease_still_held_in_one_transaction_and_returns_the
         assert again is not None
         assert again.job.id == "i1"
 
-        transactions = 0
-        begin = db.transaction
-
-        @contextmanager
-        def counted(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
-            nonlocal transactions
-            transactions += 1
-            with begin(con) as inside:
-                yield inside
-
         queue.metrics()  # writes the outcome counts of this second, so ack_many need not
-        monkeypatch.setattr(db, "transaction", counted)
+        counting = CountingConnection(queue._con)
+        monkeypatch.setattr(queue, "_con", counting)
         batch = [held[0], lost, held[1], acked, held[2]]
         stale = queue.ack_many(batch)
-        assert transactions == 1
+        assert counting.statements == ["DELETE"]  # one statement, which DuckDB commits on its own
         assert stale == [lost, acked]
         monkeypatch.undo()
 
@@ -601,3 +601,45 @@ def test_visibility_timeout_must_be_finite_and_positive(path: Path, timeout: flo
     assert f"got {shown}" in str(info.value)
     with open_queue(path, ManualClock(T0)) as queue:  # the refused queue did not keep the file
         assert queue.visibility_timeout_s == 30.0
+
+
+def test_fresh_ids_skip_every_id_of_their_form_given_explicitly_live_or_dead(path: Path) -> None:
+    clock = ManualClock(T0)
+    with open_queue(path, clock) as queue:
+        queue.enqueue(RENDER_INVOICE, invoice(1), id="job-2")
+        lease = queue.claim()
+        assert lease is not None
+        queue.fail(lease, "broken", permanent=True)  # job-2 is a dead letter now
+        queue.enqueue_many(RENDER_INVOICE, [invoice(2)], ids=["job-4"])  # waiting
+        queue.enqueue_many(RENDER_INVOICE, [invoice(3)], ids=["job-007"])  # not of the form: no effect
+        fresh = [job.id for job in queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in (4, 5)])]
+        assert fresh == ["job-5", "job-6"]
+        assert queue.enqueue(RENDER_INVOICE, invoice(6), id="job-3").id == "job-3"  # below: no move
+        assert queue.enqueue(RENDER_INVOICE, invoice(7)).id == "job-7"
+    with open_queue(path, clock) as queue:  # the sequence's new start survives a restart
+        assert number(queue.enqueue(RENDER_INVOICE, invoice(8)).id, "job-") > 7
+        assert [dead.job.id for dead in queue.dead_letters()] == ["job-2"]
+
+
+def test_a_file_written_before_with_a_given_id_ahead_of_the_sequence_is_caught_up_at_opening(
+    path: Path,
+) -> None:
+    with open_queue(path, ManualClock(T0)) as queue:
+        queue.enqueue(RENDER_INVOICE, invoice(1))  # job-1
+        # As an older version left it: a given id ahead of the sequence, which it did not move.
+        queue._con.execute("UPDATE jobqueue_jobs SET id = 'job-9' WHERE id = 'job-1'")
+    with open_queue(path, ManualClock(T0)) as queue:
+        assert queue.enqueue(RENDER_INVOICE, invoice(2)).id == "job-10"
+
+
+def test_enqueue_many_with_fresh_ids_gives_equal_payloads_ids_in_order(path: Path) -> None:
+    with open_queue(path, ManualClock(T0)) as queue:
+        jobs = queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2), invoice(1), invoice(3)])
+        assert [(job.id, job.payload) for job in jobs] == [
+            ("job-1", '{"order_id":1}'),
+            ("job-2", '{"order_id":2}'),
+            ("job-3", '{"order_id":1}'),
+            ("job-4", '{"order_id":3}'),
+        ]
+        assert queue.jobs() == jobs
+        assert queue.enqueue_many(RENDER_INVOICE, []) == []

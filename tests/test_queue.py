@@ -665,3 +665,52 @@ def test_a_field_of_the_wrong_type_is_a_payload_error_without_a_warning() -> Non
     with pytest.raises(PayloadError, match="order_id"):  # filterwarnings=error: a warning would fail here
         queue.enqueue(SEND_RECEIPT, wrong)
     assert len(queue) == 0
+
+
+# -- what a drain leaves behind ------------------------------------------------------
+
+
+def held_entries(queue: JobQueue) -> int:
+    """How many ordering entries the queue keeps (live and stale); its memory grows with them."""
+    return len(queue._due) + len(queue._heap)
+
+
+def test_acked_jobs_leave_no_entries_behind_once_they_outnumber_the_live_ones() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(1, 201)])
+    for _ in range(199):
+        lease = queue.claim()
+        assert lease is not None
+        queue.ack(lease)
+    assert len(queue) == 1
+    assert held_entries(queue) <= 3  # at most twice the live jobs, plus one
+    clock.advance(queue.visibility_timeout_s)  # the acked jobs' leases would have run out
+    last = queue.claim()
+    assert last is not None
+    assert last.job.id == "job-200"
+    queue.ack(last)
+    assert held_entries(queue) <= 1
+
+
+class SettableClock:
+    """A clock whose time a test sets, backwards too (a wall clock may step back)."""
+
+    def __init__(self, now: float) -> None:
+        self.at = now
+
+    def now(self) -> float:
+        return self.at
+
+
+def test_claim_order_holds_when_the_clock_steps_back() -> None:
+    clock = SettableClock(10.0)
+    queue = JobQueue(clock, random=lambda: 1.0)
+    queue.enqueue(RENDER_INVOICE, invoice(1), id="late")  # due at 10
+    clock.at = 5.0
+    queue.enqueue(RENDER_INVOICE, invoice(2), id="early")  # due at 5: claimable before "late"
+    clock.at = 10.0
+    queue.enqueue(RENDER_INVOICE, invoice(3), id="last")
+    assert [job.id for job in queue.jobs()] == ["early", "late", "last"]
+    assert queue.next_visible_at() == 5.0
+    assert [lease.job.id for lease in queue.claim_many(3)] == ["early", "late", "last"]

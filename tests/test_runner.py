@@ -385,6 +385,34 @@ def test_prefetched_jobs_are_leased_ahead_and_start_the_moment_a_slot_frees() ->
     assert outcomes(events) == [(10 * ((n + 1) // 2), f"work-{n}", 1, "done") for n in range(1, 7)]
 
 
+def test_with_prefetch_the_runner_claims_again_only_once_fewer_than_concurrency_jobs_wait() -> None:
+    scene = Scene(concurrency=2, prefetch=4)
+    scene.add(*(Work(n=n) for n in range(1, 11)))
+    clock = manual(scene)
+    claimed: list[tuple[float, int, int]] = []
+    claim_many = scene.queue.claim_many
+
+    def counting(limit: int) -> list[Lease]:
+        leases = claim_many(limit)
+        claimed.append((clock.now(), limit, len(leases)))
+        return leases
+
+    scene.queue.claim_many = counting  # type: ignore[method-assign]
+
+    async def scenario() -> list[JobEvent]:
+        task = asyncio.create_task(scene.runner.run(until_idle=True))
+        await clock.run_for(60)
+        return await task
+
+    events = asyncio.run(scenario())
+    # t=0: 2 run, 4 wait; t=10: 2 of those start, 2 still wait (not fewer than 2): no claim;
+    # t=20: none waits: one batch for the 4 left; from t=40 on, idle polls find nothing.
+    assert claimed[:3] == [(0, 6, 6), (20, 4, 4), (40, 4, 0)]
+    assert all(got == 0 for _, _, got in claimed[3:])
+    assert [event.outcome for event in events] == ["done"] * 10
+    assert scene.started == [(n, 10 * ((n - 1) // 2)) for n in range(1, 11)]
+
+
 def test_a_prefetched_job_waiting_longer_than_its_lease_is_kept_and_runs_once() -> None:
     scene = Scene(
         concurrency=1,
@@ -504,8 +532,10 @@ def test_the_defaults() -> None:
         DEFAULT_CONCURRENCY,
         1.0,
         DEFAULT_GRACE_S,
-        0,
+        4 * DEFAULT_CONCURRENCY,  # Celery's prefetch multiplier
     )
+    assert Runner(Worker(JobQueue(ManualClock())), concurrency=3).prefetch == 12
+    assert Runner(Worker(JobQueue(ManualClock())), prefetch=0).prefetch == 0
     assert (DEFAULT_CONCURRENCY, DEFAULT_GRACE_S) == (10, 25.0)  # below Kubernetes' 30 s
 
 

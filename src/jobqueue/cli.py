@@ -279,8 +279,8 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--prefetch",
         type=partial(count, least=0),
-        default=0,
-        help="jobs to claim ahead of a free slot (suits many short jobs)",
+        default=None,
+        help="jobs to claim ahead of free slots (default: 4 x --concurrency; 0 for none)",
     )
     worker.add_argument("--poll", type=seconds, default=1.0, help="seconds between looks at an idle queue")
     worker.add_argument(

@@ -17,12 +17,13 @@ Two things follow from DuckDB and shape the design:
   The ``jobqueue worker`` command suits jobs queued before it starts, or by its own
   handlers. PostgreSQL-backed queues (``SELECT … FOR
   UPDATE SKIP LOCKED``) lift this limit; DuckDB has no row locks.
-- **Batches.** Every DuckDB statement costs roughly a millisecond, and each call here is a
-  few statements and a commit, so one job per call manages only about 50 jobs a second
-  through enqueue, claim and ack. :meth:`~DurableQueue.enqueue_many`,
-  :meth:`~DurableQueue.claim_many` and :meth:`~DurableQueue.ack_many` move many jobs in
-  the same few statements: thousands a second in batches of 100
-  (``benchmarks/durable_throughput.py`` measures both).
+- **Batches.** Every DuckDB statement costs 0.1-0.4 ms before it does any work (SQLite's:
+  a few microseconds) and every commit syncs the file, so the hot calls are as few
+  statements as possible: an enqueue under a fresh id, an ack and an ``ack_many`` are one
+  statement each, which DuckDB commits on its own; a claim is a read and one update.
+  :meth:`~DurableQueue.enqueue_many`, :meth:`~DurableQueue.claim_many` and
+  :meth:`~DurableQueue.ack_many` move many jobs in those same statements: thousands a
+  second in batches of 100 (``benchmarks/durable_throughput.py`` measures both).
 
 Times are seconds since the epoch from the queue's clock (wall-clock time, so they mean
 the same after a restart). Tables are prefixed ``jobqueue_``, so the queue can share a
@@ -34,6 +35,7 @@ Introduced in lesson 11.
 from __future__ import annotations
 
 import random as _random
+import re
 import secrets
 import threading
 import traceback
@@ -114,6 +116,11 @@ CREATE TABLE IF NOT EXISTS jobqueue_outcomes (
 );
 """
 
+_HIGHEST_GIVEN_ID = """
+SELECT max(CAST(id[5:] AS BIGINT)) FROM (SELECT id FROM jobqueue_jobs UNION ALL SELECT id FROM jobqueue_dead)
+WHERE regexp_full_match(id, 'job-[1-9][0-9]{0,17}')
+"""
+
 _DUCKDB_MAGIC = b"DUCK"
 """The bytes at offset 8 of every DuckDB database file."""
 
@@ -149,8 +156,9 @@ class DurableQueue:
     Every method is one transaction: it commits whole or changes nothing. One queue object
     may be shared by the tasks of an event loop or by threads (calls are serialised).
     Use it as a context manager, or call :meth:`close`, to release the file. Each claim
-    scans the waiting jobs, so its cost grows with the backlog (columnar and fast, but not
-    O(log n) like :class:`~jobqueue.queue.JobQueue`).
+    looks for the longest-claimable jobs with a top-N scan that skips blocks of rows whose
+    times are all later (DuckDB's zone maps), so a backlog in enqueue order costs a claim
+    little; it is not O(log n) like :class:`~jobqueue.queue.JobQueue`.
 
     Introduced in lesson 11.
     """
@@ -182,6 +190,7 @@ class DurableQueue:
             try:
                 with self._transaction() as con:
                     con.execute(_SCHEMA)
+                    self._reserve_ids(con, con.execute(_HIGHEST_GIVEN_ID).fetchall()[0][0])
             except duckdb.Error as exc:
                 self._con.close()
                 raise QueueFileError(f"cannot set up queue file {self.path!r}: {exc}") from exc
@@ -238,10 +247,12 @@ class DurableQueue:
         check_ids(ids, payloads)
         data = [job_type.dump(payload) for payload in payloads]
         policy = job_type.retry or self.retry
+        if ids is None:
+            return self._enqueue_fresh(job_type, data, policy)
         with self._transaction() as con:
             now = self.clock.now()
-            wanted = list(ids) if ids is not None else self._fresh_ids(con, len(data))
-            existing = {job.id: job for job in self._find(con, wanted)} if ids is not None else {}
+            wanted = list(ids)
+            existing = {job.id: job for job in self._find(con, wanted)}
             new_rows: dict[str, str] = {}
             for job_id, payload in zip(wanted, data, strict=True):
                 if job_id not in existing and job_id not in new_rows:
@@ -260,18 +271,41 @@ class DurableQueue:
                         "now": now,
                     },
                 )
+                numbers = [number for job_id in new_rows if (number := _id_number(job_id)) is not None]
+                self._reserve_ids(con, max(numbers, default=None))
             added = {
-                job_id: Job(
-                    id=job_id,
-                    type=job_type.name,
-                    payload=payload,
-                    max_attempts=policy.max_attempts,
-                    backoff=policy.backoff,
-                    run_at=now,
-                )
+                job_id: _new_job(job_id, job_type, payload, policy, now)
                 for job_id, payload in new_rows.items()
             }
         return [existing.get(job_id) or added[job_id] for job_id in wanted]
+
+    def _enqueue_fresh(self, job_type: JobType[P], data: list[str], policy: RetryPolicy) -> list[Job]:
+        """Insert jobs under fresh ids ``job-N``, in one statement that DuckDB commits on its own.
+
+        No id check is needed: N comes from a sequence that :meth:`_reserve_ids` keeps above
+        every id of that form given explicitly, so no other job can hold it.
+        """
+        if not data:
+            return []
+        with self._lock:
+            now = self.clock.now()
+            rows = self._con.execute(
+                "INSERT INTO jobqueue_jobs SELECT 'job-' || nextval('jobqueue_job_id'), $type,"
+                " unnest($payloads), 0, $max, $base, $cap, $now, NULL, NULL, NULL, $now,"
+                " nextval('jobqueue_serial'), NULL RETURNING id, payload, serial",
+                {
+                    "payloads": data,
+                    "type": job_type.name,
+                    "max": policy.max_attempts,
+                    "base": policy.backoff.base_s,
+                    "cap": policy.backoff.cap_s,
+                    "now": now,
+                },
+            ).fetchall()
+        ids_by_payload: dict[str, list[str]] = {}
+        for job_id, payload, _ in sorted(rows, key=lambda row: row[2], reverse=True):
+            ids_by_payload.setdefault(payload, []).append(job_id)  # equal payloads: first made first
+        return [_new_job(ids_by_payload[payload].pop(), job_type, payload, policy, now) for payload in data]
 
     # -- worker side -------------------------------------------------------------------
 
@@ -292,33 +326,61 @@ class DurableQueue:
             InvalidSettingError: if ``limit`` is not an int >= 1.
         """
         check_count("limit", limit)
+        with self._lock:
+            now = self.clock.now()
+            due = self._due(self._con, now, limit)
+            if not any(final for _, _, final in due):
+                rows = self._lease(self._con, due, now)  # one statement, committed on its own
+                try:
+                    jobs = [job_from_row(row[:-1]) for row in rows]
+                except CorruptJobError:
+                    with self._transaction() as con:  # rare: unreadable rows go to the dead letters
+                        jobs = self._readable(con, [row[:-1] for row in rows], now)
+                return _in_order(due, rows, jobs)
         with self._transaction() as con:
             now = self.clock.now()
             while True:
-                due = con.execute(
-                    "SELECT id, attempts >= max_attempts FROM jobqueue_jobs WHERE visible_at <= ?"
-                    " ORDER BY visible_at, serial LIMIT ?",
-                    [now, limit],
-                ).fetchall()
-                expired = [job_id for job_id, final in due if final]
+                due = self._due(con, now, limit)
+                expired = [job_id for _, job_id, final in due if final]
                 if not expired:
                     break
                 self._bury_expired(con, expired, now)  # then look again: they took up places
-            ids = [job_id for job_id, _ in due]
-            if not ids:
-                return []
-            until = now + self.visibility_timeout_s
-            rows = con.execute(
-                "UPDATE jobqueue_jobs SET attempts = attempts + 1, leased_until = $until,"
-                " leased_at = $now, visible_at = $until,"
-                " lease_token = 'lease-' || nextval('jobqueue_lease') || '-' || $tag,"
-                " serial = nextval('jobqueue_serial')"
-                f" WHERE id IN (SELECT unnest($ids)) RETURNING {JOB_COLUMNS}, lease_token",
-                {"until": until, "now": now, "tag": self._tag, "ids": ids},
-            ).fetchall()
-            jobs = {job.id: job for job in self._readable(con, [row[:-1] for row in rows], now)}
-        tokens = {row[0]: row[-1] for row in rows}
-        return [Lease(job=jobs[job_id], token=tokens[job_id]) for job_id in ids if job_id in jobs]
+            rows = self._lease(con, due, now)
+            jobs = self._readable(con, [row[:-1] for row in rows], now)
+        return _in_order(due, rows, jobs)
+
+    def _due(self, con: duckdb.DuckDBPyConnection, now: float, limit: int) -> list[tuple[int, str, bool]]:
+        """``(rowid, id, final)`` of up to ``limit`` due jobs, longest-claimable first.
+
+        ``final``: the job has used its last attempt (its final lease ran out).
+        """
+        return con.execute(
+            "SELECT rowid, id, attempts >= max_attempts FROM jobqueue_jobs WHERE visible_at <= ?"
+            " ORDER BY visible_at, serial LIMIT ?",
+            [now, limit],
+        ).fetchall()
+
+    def _lease(
+        self, con: duckdb.DuckDBPyConnection, due: list[tuple[int, str, bool]], now: float
+    ) -> list[Any]:
+        """Lease the ``due`` jobs (none of them final); return their rows and new lease tokens.
+
+        The rows are targeted by ``rowid``, which DuckDB looks up directly, where ``id IN
+        (…)`` becomes a hash join over the whole table. The conditions repeat the claim's, so
+        a row that changed since ``due`` was read is not taken.
+        """
+        if not due:
+            return []
+        until = now + self.visibility_timeout_s
+        rows: list[Any] = con.execute(
+            "UPDATE jobqueue_jobs SET attempts = attempts + 1, leased_until = $until,"
+            " leased_at = $now, visible_at = $until,"
+            " lease_token = 'lease-' || nextval('jobqueue_lease') || '-' || $tag,"
+            " serial = nextval('jobqueue_serial') WHERE rowid IN (SELECT unnest($rowids))"
+            f" AND visible_at <= $now AND attempts < max_attempts RETURNING {JOB_COLUMNS}, lease_token",
+            {"until": until, "now": now, "tag": self._tag, "rowids": [rowid for rowid, _, _ in due]},
+        ).fetchall()
+        return rows
 
     def ack(self, lease: Lease) -> None:
         """Mark the leased job done: its row is deleted; see :meth:`JobQueue.ack`.
@@ -327,9 +389,9 @@ class DurableQueue:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
         """
-        with self._transaction() as con:
-            if not self._delete_acked(con, [lease.token]):
-                self._check_holder(con, lease)  # raises StaleLeaseError, saying why
+        with self._lock:
+            if not self._delete_acked(self._con, [lease.token]):  # one statement, committed on its own
+                self._check_holder(self._con, lease)  # raises StaleLeaseError, saying why
         self._record(done=1, failed=0)
 
     def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
@@ -340,8 +402,8 @@ class DurableQueue:
         """
         if not leases:
             return []
-        with self._transaction() as con:
-            acked = self._delete_acked(con, [lease.token for lease in leases])
+        with self._lock:
+            acked = self._delete_acked(self._con, [lease.token for lease in leases])
         self._record(done=len(acked), failed=0)
         stale = []
         for lease in leases:
@@ -613,19 +675,22 @@ class DurableQueue:
                 letters.append(letter)
         return letters
 
-    def _fresh_ids(self, con: duckdb.DuckDBPyConnection, count: int) -> list[str]:
-        """``count`` unused ids ``job-N``, N from a sequence that survives restarts."""
-        fresh: list[str] = []
-        while len(fresh) < count:
-            drawn = [
-                row[0]
-                for row in con.execute(
-                    "SELECT 'job-' || nextval('jobqueue_job_id') FROM range(?)", [count - len(fresh)]
-                ).fetchall()
-            ]
-            taken = {job.id for job in self._find(con, drawn)}
-            fresh += [job_id for job_id in drawn if job_id not in taken]
-        return fresh
+    def _reserve_ids(self, con: duckdb.DuckDBPyConnection, highest: int | None) -> None:
+        """Move the fresh-id sequence past ``job-{highest}``, if it has not passed it, so it never makes it.
+
+        Called for every id ``job-N`` given explicitly (and at opening, for files written
+        before), so fresh ids need no look-up: one statement fewer per enqueue. DDL takes no
+        parameters, so the new start, an int, is formatted into the statement.
+        """
+        if highest is None:
+            return
+        upcoming = con.execute(
+            "SELECT coalesce(last_value + 1, start_value) FROM duckdb_sequences()"
+            " WHERE sequence_name = 'jobqueue_job_id' AND database_name = current_database()"
+            " AND schema_name = current_schema()"
+        ).fetchall()[0][0]
+        if highest >= upcoming:
+            con.execute(f"CREATE OR REPLACE SEQUENCE jobqueue_job_id START WITH {int(highest) + 1}")
 
     def _check_holder(self, con: duckdb.DuckDBPyConnection, lease: Lease) -> Job:
         """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
@@ -795,3 +860,32 @@ def _open(path: str) -> duckdb.DuckDBPyConnection:
         ) from exc
     except duckdb.Error as exc:  # "Corrupt database file: ..." names no file
         raise QueueFileError(f"cannot open queue file {path!r}, it is damaged: {exc}") from exc
+
+
+_FRESH_ID = re.compile(r"job-([1-9][0-9]{0,17})")
+"""The form of the ids the queue makes itself; N below 10**18, within the sequence's range."""
+
+
+def _id_number(job_id: str) -> int | None:
+    """N if ``job_id`` is ``job-N``, an id the queue's sequence could make; else ``None``."""
+    match = _FRESH_ID.fullmatch(job_id)
+    return int(match[1]) if match else None
+
+
+def _new_job(job_id: str, job_type: JobType[Any], payload: str, policy: RetryPolicy, now: float) -> Job:
+    """The record of a job just enqueued, waiting from ``now``."""
+    return Job(
+        id=job_id,
+        type=job_type.name,
+        payload=payload,
+        max_attempts=policy.max_attempts,
+        backoff=policy.backoff,
+        run_at=now,
+    )
+
+
+def _in_order(due: list[tuple[int, str, bool]], rows: list[Any], jobs: list[Job]) -> list[Lease]:
+    """The leases of the readable ``jobs`` among the claimed ``rows``, in the order of ``due``."""
+    tokens = {row[0]: row[-1] for row in rows}
+    by_id = {job.id: job for job in jobs}
+    return [Lease(job=by_id[job_id], token=tokens[job_id]) for _, job_id, _ in due if job_id in by_id]

@@ -20,7 +20,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import random as _random
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Literal, Protocol, TypeVar
 
@@ -137,7 +138,8 @@ class JobQueue:
             ``retry`` is not a :class:`RetryPolicy`.
 
     Cost: ``enqueue``, ``claim``, ``ack`` and ``fail`` take O(log n) time for n jobs in the
-    queue (a heap ordered by the time each job becomes claimable). Introduced in lesson 03.
+    queue (a heap ordered by the time each job becomes claimable), and jobs due when they
+    are stored (enqueued, released) O(1), in a FIFO beside the heap. Introduced in lesson 03.
     """
 
     def __init__(
@@ -159,8 +161,12 @@ class JobQueue:
         self._jobs: dict[str, Job] = {}
         self._tokens: dict[str, str] = {}  # job id -> token of the lease now held
         self._dead: dict[str, DeadLetter] = {}
-        # Heap of (visible_at, serial, job id); serials are unique for the queue's life. An
-        # entry whose serial is not its job's current one is stale, skipped when it surfaces.
+        # Entries (visible_at, serial, job id), serials unique for the queue's life, in two
+        # orders: a FIFO of jobs due when stored, appended in order (enqueues, releases: O(1)),
+        # and a heap of the rest (leases, retries). An entry whose serial is not its job's
+        # current one is stale: skipped when it surfaces, and all dropped at once when they
+        # outnumber the live ones, so acked jobs leave nothing behind for long.
+        self._due: deque[tuple[float, int, str]] = deque()
         self._heap: list[tuple[float, int, str]] = []
         self._current: dict[str, int] = {}
         self._serial = itertools.count()
@@ -219,14 +225,9 @@ class JobQueue:
         ran out is dead-lettered here instead of being handed out again.
         """
         now = self.clock.now()
-        while self._heap:
-            visible_at, serial, job_id = self._heap[0]
-            if self._current.get(job_id) != serial:
-                heapq.heappop(self._heap)
-                continue
-            if visible_at > now:
-                return None
-            heapq.heappop(self._heap)
+        while (entry := self._first()) is not None and entry[0] <= now:
+            job_id = entry[2]
+            del self._current[job_id]  # its entry is stale from now on
             job = self._jobs[job_id]
             if job.attempts >= job.max_attempts:
                 lost = f"LeaseExpired: final attempt {job.attempts} was neither acked nor failed in time"
@@ -265,6 +266,7 @@ class JobQueue:
         self._check_holder(lease)
         job_id = lease.job.id
         del self._jobs[job_id], self._tokens[job_id], self._current[job_id]
+        self._compact_if_stale()
         self._outcomes.record(self.clock.now(), failed=False)
 
     def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
@@ -409,8 +411,7 @@ class JobQueue:
 
     def jobs(self) -> list[Job]:
         """Records of every waiting or leased job, in the order they become claimable."""
-        live = sorted(entry for entry in self._heap if self._current.get(entry[2]) == entry[1])
-        return [self._jobs[job_id] for _, _, job_id in live]
+        return [self._jobs[job_id] for _, _, job_id in sorted(self._live())]
 
     def dead_letters(self) -> list[DeadLetter]:
         """The dead-letter queue: jobs that will not be retried, oldest death first."""
@@ -418,9 +419,8 @@ class JobQueue:
 
     def next_visible_at(self) -> float | None:
         """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""
-        while self._heap and self._current.get(self._heap[0][2]) != self._heap[0][1]:
-            heapq.heappop(self._heap)
-        return self._heap[0][0] if self._heap else None
+        entry = self._first()
+        return None if entry is None else entry[0]
 
     def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> QueueMetrics:
         """The numbers to watch now, with the failure rate over the last ``window_s`` seconds.
@@ -483,15 +483,49 @@ class JobQueue:
         return job_id
 
     def _store(self, job: Job) -> None:
+        """Keep ``job`` under a new entry; the job's previous entry, if any, goes stale."""
         serial = next(self._serial)
+        entry = (job.visible_at(), serial, job.id)
         self._current[job.id] = serial
         self._jobs[job.id] = job
-        heapq.heappush(self._heap, (job.visible_at(), serial, job.id))
+        if entry[0] <= self.clock.now() and (not self._due or self._due[-1] < entry):
+            self._due.append(entry)
+        else:
+            heapq.heappush(self._heap, entry)
+        self._compact_if_stale()
 
     def _bury(self, job: Job, now: float) -> None:
-        del self._jobs[job.id], self._current[job.id]
+        self._current.pop(job.id, None)
+        del self._jobs[job.id]
         self._tokens.pop(job.id, None)
         self._dead[job.id] = DeadLetter(job=job, died_at=now)
+        self._compact_if_stale()
+
+    def _first(self) -> tuple[float, int, str] | None:
+        """The live entry claimable first, or ``None``; stale entries in front are dropped."""
+        due, heap, current = self._due, self._heap, self._current
+        while due and current.get(due[0][2]) != due[0][1]:
+            due.popleft()
+        while heap and current.get(heap[0][2]) != heap[0][1]:
+            heapq.heappop(heap)
+        if due and (not heap or due[0] < heap[0]):
+            return due[0]
+        return heap[0] if heap else None
+
+    def _live(self) -> Iterator[tuple[float, int, str]]:
+        """The entries that are their job's current one, in no particular order."""
+        current = self._current
+        return (
+            entry for entry in itertools.chain(self._due, self._heap) if current.get(entry[2]) == entry[1]
+        )
+
+    def _compact_if_stale(self) -> None:
+        """Drop every stale entry once they outnumber the live ones (amortised O(1) a call)."""
+        if len(self._due) + len(self._heap) > 2 * len(self._current) + 1:
+            current = self._current
+            self._due = deque(entry for entry in self._due if current.get(entry[2]) == entry[1])
+            self._heap = [entry for entry in self._heap if current.get(entry[2]) == entry[1]]
+            heapq.heapify(self._heap)
 
     def _check_holder(self, lease: Lease) -> None:
         current = self._tokens.get(lease.job.id)

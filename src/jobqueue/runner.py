@@ -39,6 +39,9 @@ from jobqueue.worker import Attempt, JobEvent, Worker
 DEFAULT_CONCURRENCY = 10
 """Jobs one runner keeps running at once."""
 
+PREFETCH_PER_SLOT = 4
+"""Jobs a runner claims ahead per slot unless told otherwise (Celery's prefetch multiplier)."""
+
 DEFAULT_GRACE_S = 25.0
 """Seconds running jobs get to finish after a shutdown signal.
 
@@ -59,10 +62,13 @@ class Runner:
             CPU-bound handlers block the event loop and gain nothing.
         poll_s: seconds to wait before looking again at a queue with no due job (> 0).
         grace_s: seconds running jobs get to finish after :meth:`stop` (> 0).
-        prefetch: jobs to claim ahead of a free slot (>= 0; default 0, none). When a job
-            ends, a prefetched one starts at once and the ack and the next claim happen
-            while it runs, which hides the queue's round trips (RabbitMQ's prefetch count,
-            Celery's prefetch multiplier). The leases of prefetched jobs are extended
+        prefetch: jobs to claim ahead of a free slot (>= 0; default ``None``: four times
+            ``concurrency``, Celery's default multiplier; 0 for none). When a job ends, a
+            prefetched one starts at once and the ack and the next claim happen while it
+            runs, which hides the queue's round trips (RabbitMQ's prefetch count, Celery's
+            prefetch multiplier); and the runner claims again only once fewer than
+            ``concurrency`` jobs wait, so it claims in batches of about ``prefetch``: fewer
+            commits per job on a durable queue. The leases of prefetched jobs are extended
             while they wait, at the worker's heartbeat interval (a third of the visibility
             timeout without one); a job that waits long is still held from other workers
             all that time, so prefetch suits many short jobs. Prefetched jobs are given
@@ -84,7 +90,7 @@ class Runner:
         concurrency: int = DEFAULT_CONCURRENCY,
         poll_s: float = 1.0,
         grace_s: float = DEFAULT_GRACE_S,
-        prefetch: int = 0,
+        prefetch: int | None = None,
         log: Callable[[str], object] | None = None,
     ) -> None:
         clock = worker.queue.clock
@@ -98,7 +104,11 @@ class Runner:
         self.concurrency = check_count("concurrency", concurrency)
         self.poll_s = check_positive_seconds("poll_s", poll_s)
         self.grace_s = check_positive_seconds("grace_s", grace_s)
-        self.prefetch = check_count("prefetch", prefetch, least=0)
+        self.prefetch = (
+            PREFETCH_PER_SLOT * self.concurrency
+            if prefetch is None
+            else check_count("prefetch", prefetch, least=0)
+        )
         self._log = log
         # How often a prefetched lease is extended while it waits for a slot, in seconds.
         timeout_s = worker.queue.visibility_timeout_s
@@ -155,6 +165,8 @@ class Runner:
             while not self._stopping.is_set():
                 events += self._keep_alive(waiting)
                 wanted = self.concurrency - len(running) + self.prefetch - len(waiting)
+                if len(waiting) >= self.concurrency:
+                    wanted = 0  # enough claimed ahead: claim later, in a bigger batch
                 claimed = self.worker.queue.claim_many(wanted) if wanted > 0 else []
                 waiting.extend(claimed)
                 self._start(waiting, running)
