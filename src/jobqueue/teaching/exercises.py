@@ -17,6 +17,8 @@ Usage::
     python -m jobqueue.teaching.exercises check 02_backoff   # one exercise, with a verdict
     python -m jobqueue.teaching.exercises build              # regenerate exercises/
     python -m jobqueue.teaching.exercises verify             # fail if exercises/ is stale
+    python -m jobqueue.teaching.exercises grade SUBMISSIONS --out gradebook.csv  # a class
+    python -m jobqueue.teaching.exercises check-all          # every started exercise (CI)
 """
 
 from __future__ import annotations
@@ -135,6 +137,20 @@ def merge_answers(pristine: NotebookNode, learner: NotebookNode, learner_path: P
     return merged
 
 
+@dataclass(frozen=True)
+class CheckOutcome:
+    """One check cell's outcome, as a learner's feedback shows it.
+
+    Attributes:
+        ok: whether the cell ran and printed its expected output.
+        text: if ``ok``, what it printed (``"label: value"``, the ``✓`` dropped; one line
+            per check in the cell); else the one-line problem (``"label: expected X, got Y"``).
+    """
+
+    ok: bool
+    text: str
+
+
 @dataclass
 class CheckResult:
     """Outcome of checking one exercise.
@@ -144,12 +160,14 @@ class CheckResult:
         checks: number of check cells.
         passed: check cells that passed.
         problems: one line per failed cell, in notebook order.
+        outcomes: one per check cell, in notebook order.
     """
 
     name: str
     checks: int
     passed: int
     problems: list[str] = field(default_factory=list)
+    outcomes: list[CheckOutcome] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -197,6 +215,7 @@ def run_checks(nb: NotebookNode, name: str) -> CheckResult:
             pytest.main(args, plugins=[collector])
     checks = [i for i, cell in enumerate(code_cells) if CHECK_TAG in cell.metadata.get("tags", [])]
     problems = []
+    described: dict[int, str] = {}
     for number, index in enumerate(sorted(collector.failed)):
         problem = collector.failed[index]
         if number > 0 and problem.startswith("NameError"):
@@ -205,8 +224,17 @@ def run_checks(nb: NotebookNode, name: str) -> CheckResult:
         if failed_check == problem:
             failed_check = f"{_describe(code_cells[index])}: {problem}"
         problems.append(failed_check)
-    passed = sum(i in collector.passed and i not in collector.failed for i in checks)
-    return CheckResult(name=name, checks=len(checks), passed=passed, problems=problems)
+        described[index] = failed_check
+    ok = {i for i in checks if i in collector.passed and i not in collector.failed}
+    texts = {i: _printed(code_cells[i]) if i in ok else described.get(i, "not run") for i in checks}
+    outcomes = [CheckOutcome(i in ok, texts[i]) for i in checks]
+    return CheckResult(name=name, checks=len(checks), passed=len(ok), problems=problems, outcomes=outcomes)
+
+
+def _printed(cell: NotebookNode) -> str:
+    """The expected printed text of a check cell, without its ``✓`` marks."""
+    text = "".join(out.get("text", "") for out in cell.outputs if out.output_type == "stream")
+    return "\n".join(line.removeprefix("✓ ") for line in text.strip().splitlines())
 
 
 _CHECK_LABEL = re.compile(r"""check(?:_that)?\(\s*(?:f?)(["'])(.+?)\1""")
@@ -275,16 +303,21 @@ def stale_exercises(root: Path) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None, cwd: Path | None = None) -> int:
-    """Command line: ``check NAME``, ``build`` or ``verify``; returns the exit status."""
+    """Command line: ``check NAME``, ``build``, ``verify``, ``grade`` or ``check-all``; returns the status."""
     parser = argparse.ArgumentParser(prog="python -m jobqueue.teaching.exercises")
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="check one exercise and print a verdict")
     check.add_argument("exercise", help="a name such as 02_backoff, or a notebook path")
     sub.add_parser("build", help="regenerate exercises/ from solutions/")
     sub.add_parser("verify", help="fail if a committed exercise differs from its generated form")
+    from jobqueue.teaching import grading  # here: grading builds on this module
+
+    grading.add_commands(sub)
     args = parser.parse_args(argv)
     here = cwd if cwd is not None else Path.cwd()
     try:
+        if args.command in ("grade", "check-all"):
+            return grading.run_command(args, find_root(here))
         if args.command == "check":
             learner, solution = resolve(args.exercise, here)
             print(f"Checking {learner.name} against the expected outputs...")
@@ -304,7 +337,7 @@ def main(argv: Sequence[str] | None = None, cwd: Path | None = None) -> int:
         for path in stale:
             print(f"stale: {path.relative_to(root)} (run: python -m jobqueue.teaching.exercises build)")
         return 1 if stale else 0
-    except ExerciseError as exc:
+    except (ExerciseError, grading.GradingError) as exc:
         print(f"error: {exc}")
         return 2
 
