@@ -39,8 +39,10 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from nbformat import NotebookNode
 from tqdm import tqdm
 
+from jobqueue.teaching import output_cap
 from jobqueue.teaching.exercises import (
     ANSWER_TAG,
     CHECK_TAG,
@@ -62,6 +64,10 @@ REASON_CHARS = 200
 
 FILE_SIZE_LIMIT_BYTES = 64 * 2**20
 """Largest file a learner's notebook may write while it is checked (64 MiB)."""
+
+PRELOAD = ("jobqueue", "nbformat", "nbval.plugin", "pytest")
+"""Modules each checking process starts with, imported once (in the fork server, not here:
+a module that imports ``jobqueue.teaching.exercises`` would clash with running it as ``-m``)."""
 
 COLUMNS = ("student", "exercise", "passed", "total", "verdict")
 """The gradebook's CSV header."""
@@ -150,15 +156,9 @@ def course_exercises(root: Path, names: Sequence[str] = ()) -> list[Exercise]:
     return [Exercise.load(solutions[name]) for name in (names or list(solutions))]
 
 
-def tampering(exercise: Exercise, learner_path: Path) -> list[str]:
-    """Notes on check cells the learner edited or deleted (the pristine ones run anyway).
-
-    Returns nothing if the notebook cannot be read: grading reports that instead.
-    """
-    try:
-        cells = {c.get("id"): c.source for c in read(learner_path).cells}
-    except Exception:  # an unreadable notebook is graded ERROR elsewhere
-        return []
+def tampering(exercise: Exercise, learner: NotebookNode) -> list[str]:
+    """Notes on check cells the learner edited or deleted (the pristine ones run anyway)."""
+    cells = {c.get("id"): c.source for c in learner.cells}
     notes = []
     for cell_id, source in exercise.check_sources.items():
         if cell_id not in cells:
@@ -175,6 +175,10 @@ def _check_in_child(conn: Connection, learner: str, solution: str, workdir: str)
     os.chdir(workdir)
     os.environ["TMPDIR"] = workdir
     tempfile.tempdir = workdir
+    startup = Path(workdir, "ipython", "profile_default", "startup")
+    startup.mkdir(parents=True)
+    (startup / "00-output-cap.py").write_text(output_cap.STARTUP, encoding="utf-8")
+    os.environ["IPYTHONDIR"] = str(startup.parent.parent)  # the kernel caps each cell's output
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # what the kernel prints at the file level goes nowhere
     os.dup2(devnull, 2)
@@ -230,7 +234,8 @@ def check_isolated(learner_path: Path, exercise: Exercise, timeout_s: float) -> 
     Returns:
         ``("ok", CheckResult)``, ``("error", reason)`` or ``("timeout", None)``.
     """
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))  # each child forks with these loaded
     receiver, sender = context.Pipe(duplex=False)
     with tempfile.TemporaryDirectory(prefix=f"grade-{exercise.name}-") as workdir:
         args = (sender, str(learner_path), str(exercise.solution), workdir)
@@ -266,7 +271,10 @@ def grade(student: str, folder: Path, exercise: Exercise, timeout_s: float = GRA
     row = functools.partial(Grade, student=student, exercise=exercise.name, total=exercise.total)
     if not path.is_file():
         return row(passed=0, verdict=f"ERROR: no {path.name} handed in")
-    notes = tuple(tampering(exercise, path))
+    try:
+        notes = tuple(tampering(exercise, read(path)))
+    except Exception as exc:  # not a notebook: no need to start a kernel
+        return row(passed=0, verdict=f"ERROR: {one_line(_unreadable(exc))}")
     status, value = check_isolated(path, exercise, timeout_s)
     if status == "timeout":
         note = f"the notebook was still running after {timeout_s:g} s and was stopped (an endless loop?)"
