@@ -152,7 +152,7 @@ def test_output_exit_and_stray_files_are_contained(run: Run) -> None:
     assert got["dave", "04_worker_retries"] == ("0", "8", "ERROR: no 04_worker_retries.ipynb handed in")
     text = run.feedback("dave")
     assert max(len(line) for line in text.splitlines()) <= grading.REASON_CHARS + 10
-    assert "✗ check 'random 0, attempts 1..6': expected [0, 0, 0, 0, 0, 0], got ['yyyy" in text
+    assert "✗ random 0, attempts 1..6: expected [0, 0, 0, 0, 0, 0], got ['yyyy" in text
     assert run.feedback("alice") != "forged"
     assert digest(run.submissions) == run.before  # nobody's hand-in changed
     assert sorted(p.name for p in run.out.parent.iterdir()) == ["feedback", "gradebook.csv"]
