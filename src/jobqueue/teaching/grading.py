@@ -7,7 +7,8 @@ answer cells are taken, into the pristine exercise, in a fresh kernel), but in a
 its own, in a temporary folder of its own, with a time limit: a notebook still running
 after ``timeout_s`` is killed with its kernel and graded ``TIMEOUT``. Check cells always
 come from the pristine exercise; a learner's edited or deleted check cell changes nothing
-but a note in the feedback. The grade travels back through a pipe the kernel does not
+but a note in the feedback. A notebook with every answer as generated is graded ``FAIL``
+without a kernel (see :func:`not_started`). The grade travels back through a pipe the kernel does not
 inherit, so what an answer prints or writes cannot forge it.
 
 The verdicts: ``PASS`` (every check passed), ``FAIL`` (the notebook ran, some check did
@@ -116,6 +117,7 @@ class Exercise:
         total: number of check cells.
         check_sources: each check cell's source, by cell id.
         answer_sources: each answer cell's source as generated (the stub), by cell id.
+        cell_ids: the ids of all its cells.
     """
 
     name: str
@@ -123,6 +125,7 @@ class Exercise:
     total: int
     check_sources: dict[str, str] = field(repr=False)
     answer_sources: dict[str, str] = field(repr=False)
+    cell_ids: frozenset[str] = field(repr=False)
 
     @classmethod
     def load(cls, solution: Path) -> Exercise:
@@ -134,7 +137,8 @@ class Exercise:
         pristine = make_exercise(read(solution))
         checks = {c.id: c.source for c in pristine.cells if CHECK_TAG in c.metadata.get("tags", [])}
         answers = {c.id: c.source for c in pristine.cells if ANSWER_TAG in c.metadata.get("tags", [])}
-        return cls(solution.stem, solution, len(checks), checks, answers)
+        ids = frozenset(c.id for c in pristine.cells)
+        return cls(solution.stem, solution, len(checks), checks, answers, ids)
 
 
 def one_line(text: str, limit: int = REASON_CHARS) -> str:
@@ -272,9 +276,12 @@ def grade(student: str, folder: Path, exercise: Exercise, timeout_s: float = GRA
     if not path.is_file():
         return row(passed=0, verdict=f"ERROR: no {path.name} handed in")
     try:
-        notes = tuple(tampering(exercise, read(path)))
+        learner = read(path)
     except Exception as exc:  # not a notebook: no need to start a kernel
         return row(passed=0, verdict=f"ERROR: {one_line(_unreadable(exc))}")
+    notes = tuple(tampering(exercise, learner))
+    if not_started(exercise, learner):
+        return row(passed=0, verdict="FAIL", notes=(*notes, "not started: every answer cell is as generated"))
     status, value = check_isolated(path, exercise, timeout_s)
     if status == "timeout":
         note = f"the notebook was still running after {timeout_s:g} s and was stopped (an endless loop?)"
@@ -433,13 +440,22 @@ def run_grading(
     return grades
 
 
-def not_started(exercise: Exercise, learner_path: Path) -> bool:
-    """Whether every answer cell of the learner's notebook is still as generated (the stub)."""
+def not_started(exercise: Exercise, learner: NotebookNode) -> bool:
+    """Whether the learner's notebook has every answer cell as generated and no added code cell.
+
+    Such a notebook fails every check (the meta-tests of the exercises prove it for each),
+    so it is graded without a kernel.
+    """
+    code = {c.get("id"): c.source for c in learner.cells if c.cell_type == "code"}
+    unchanged = all(code.get(cell_id) == source for cell_id, source in exercise.answer_sources.items())
+    return unchanged and code.keys() <= exercise.cell_ids
+
+
+def _started(exercise: Exercise, path: Path) -> bool:
     try:
-        cells = {c.get("id"): c.source for c in read(learner_path).cells}
-    except Exception:  # an unreadable notebook was started (and is graded ERROR)
-        return False
-    return all(cells.get(cell_id) == source for cell_id, source in exercise.answer_sources.items())
+        return not not_started(exercise, read(path))
+    except Exception:  # missing or not a notebook: started, and graded ERROR
+        return True
 
 
 def verdict_table(exercises: Sequence[Exercise], checked: dict[str, Grade]) -> str:
@@ -469,7 +485,7 @@ def check_all(root: Path, *, timeout_s: float = GRADE_TIMEOUT_S, jobs: int | Non
     """
     folder = root / "exercises"
     chosen = course_exercises(root)
-    started = [e for e in chosen if not not_started(e, folder / f"{e.name}.ipynb")]
+    started = [e for e in chosen if _started(e, folder / f"{e.name}.ipynb")]
     checked = {g.exercise: g for g in grade_all([("you", folder, e) for e in started], timeout_s, jobs)}
     table = verdict_table(chosen, checked)
     print(table)
