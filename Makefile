@@ -31,7 +31,7 @@ test: $(STAMP)
 
 test-steps: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks conftest.py
 	$(BIN)/mypy
 	$(BIN)/python -m jobqueue.teaching.exercises verify
 	$(BIN)/python -m pytest tests lessons solutions --nbval --nbval-current-env -n $(PYTEST_WORKERS) --dist loadgroup
