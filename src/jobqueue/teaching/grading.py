@@ -8,8 +8,9 @@ its own, in a temporary folder of its own, with a time limit: a notebook still r
 after ``timeout_s`` is killed with its kernel and graded ``TIMEOUT``. Check cells always
 come from the pristine exercise; a learner's edited or deleted check cell changes nothing
 but a note in the feedback. A notebook with every answer as generated is graded ``FAIL``
-without a kernel (see :func:`not_started`). The grade travels back through a pipe the kernel does not
-inherit, so what an answer prints or writes cannot forge it.
+without a kernel (see :func:`not_started`). The grade travels back through a pipe the
+kernel does not inherit, so what an answer prints or writes cannot forge it; the kernel
+caps each cell's output (:mod:`jobqueue.teaching.output_cap`).
 
 The verdicts: ``PASS`` (every check passed), ``FAIL`` (the notebook ran, some check did
 not pass), ``ERROR: <reason>`` (the notebook could not be checked: not a notebook, an
