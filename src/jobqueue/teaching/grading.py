@@ -10,7 +10,7 @@ come from the pristine exercise; a learner's edited or deleted check cell change
 but a note in the feedback. A notebook with every answer as generated is graded ``FAIL``
 without a kernel (see :func:`not_started`). The grade travels back through a pipe the
 kernel does not inherit, so what an answer prints or writes cannot forge it; the kernel
-caps each cell's output (:mod:`jobqueue.teaching.output_cap`).
+caps each cell's output (see :mod:`jobqueue.teaching.isolation`).
 
 The verdicts: ``PASS`` (every check passed), ``FAIL`` (the notebook ran, some check did
 not pass), ``ERROR: <reason>`` (the notebook could not be checked: not a notebook, an
@@ -26,50 +26,27 @@ against hostile code, which can still reach any absolute path the teacher's user
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import functools
-import multiprocessing
 import os
 import re
-import resource
-import signal
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 from nbformat import NotebookNode
 from tqdm import tqdm
 
-from jobqueue.teaching import output_cap
-from jobqueue.teaching.exercises import (
-    ANSWER_TAG,
-    CHECK_TAG,
-    CheckResult,
-    ExerciseError,
-    check_exercise,
-    make_exercise,
-)
+from jobqueue.teaching.exercises import ANSWER_TAG, CHECK_TAG, CheckResult, make_exercise
+from jobqueue.teaching.isolation import check_isolated, unreadable
 from jobqueue.teaching.notebooks import read
 
 GRADE_TIMEOUT_S = 60.0
 """Longest one learner's notebook may take to check (kernel start and every cell), in seconds."""
 
-STARTUP_LIMIT_S = 120.0
-"""Longest a new checking process may take to load, before the notebook's time starts, in seconds."""
-
 REASON_CHARS = 200
 """Longest one-line reason or check line kept in a gradebook or feedback file, in characters."""
-
-FILE_SIZE_LIMIT_BYTES = 64 * 2**20
-"""Largest file a learner's notebook may write while it is checked (64 MiB)."""
-
-PRELOAD = ("jobqueue", "nbformat", "nbval.plugin", "pytest")
-"""Modules each checking process starts with, imported once (in the fork server, not here:
-a module that imports ``jobqueue.teaching.exercises`` would clash with running it as ``-m``)."""
 
 COLUMNS = ("student", "exercise", "passed", "total", "verdict")
 """The gradebook's CSV header."""
@@ -173,96 +150,6 @@ def tampering(exercise: Exercise, learner: NotebookNode) -> list[str]:
     return notes
 
 
-def _check_in_child(conn: Connection, learner: str, solution: str, workdir: str) -> None:
-    """Child: send ``("ready", None)``, check, then send ``("ok", CheckResult)`` or ``("error", reason)``."""
-    os.setsid()  # its own process group: the parent kills it and its kernel together
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
-    os.chdir(workdir)
-    os.environ["TMPDIR"] = workdir
-    tempfile.tempdir = workdir
-    startup = Path(workdir, "ipython", "profile_default", "startup")
-    startup.mkdir(parents=True)
-    (startup / "00-output-cap.py").write_text(output_cap.STARTUP, encoding="utf-8")
-    os.environ["IPYTHONDIR"] = str(startup.parent.parent)  # the kernel caps each cell's output
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)  # what the kernel prints at the file level goes nowhere
-    os.dup2(devnull, 2)
-    conn.send(("ready", None))  # imports done: the notebook's time starts now
-    try:
-        result: tuple[str, object] = ("ok", check_exercise(Path(learner), Path(solution)))
-    except ExerciseError as exc:
-        result = ("error", str(exc).replace(learner, Path(learner).name))
-    except Exception as exc:  # any failure to read or run the notebook is a grade
-        result = ("error", _unreadable(exc))
-    conn.send(result)
-    conn.close()
-
-
-def _unreadable(exc: Exception) -> str:
-    name = type(exc).__name__
-    if name == "NotJSONError" or isinstance(exc, UnicodeDecodeError):
-        return "not a notebook: the file is not JSON"
-    if name == "ValidationError":
-        return f"not a valid notebook: {str(exc).splitlines()[0]}"
-    return f"{name}: {exc}"
-
-
-def _children(pid: int) -> list[int]:
-    """Processes whose parent is ``pid`` (Linux ``/proc``; elsewhere none are found)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # the process ended meanwhile
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
-def _kill(process: multiprocessing.process.BaseProcess) -> None:
-    """Kill the child's process group and its kernel's (a kernel starts a session of its own)."""
-    assert process.pid is not None
-    for group in (*_children(process.pid), process.pid):
-        with contextlib.suppress(ProcessLookupError, PermissionError):  # gone, or not yet a group
-            os.killpg(group, signal.SIGKILL)
-    process.kill()
-    process.join()
-
-
-def check_isolated(learner_path: Path, exercise: Exercise, timeout_s: float) -> tuple[str, object]:
-    """Check one notebook in a new process and a new temporary folder, within ``timeout_s``.
-
-    The time limit starts once the new process has loaded the checker (start-up on a busy
-    machine is not the learner's time) and covers the kernel's start and every cell.
-
-    Returns:
-        ``("ok", CheckResult)``, ``("error", reason)`` or ``("timeout", None)``.
-    """
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(PRELOAD))  # each child forks with these loaded
-    receiver, sender = context.Pipe(duplex=False)
-    with tempfile.TemporaryDirectory(prefix=f"grade-{exercise.name}-") as workdir:
-        args = (sender, str(learner_path), str(exercise.solution), workdir)
-        process = context.Process(target=_check_in_child, args=args, daemon=True)
-        process.start()
-        sender.close()
-        try:
-            if not receiver.poll(STARTUP_LIMIT_S):
-                return ("error", f"the checker did not start within {STARTUP_LIMIT_S:g} s")
-            receiver.recv()  # ready
-            if not receiver.poll(timeout_s):
-                return ("timeout", None)
-            result: tuple[str, object] = receiver.recv()
-            return result
-        except EOFError:  # the child died without a word
-            process.join()
-            return ("error", f"the checker stopped (exit status {process.exitcode})")
-        finally:
-            receiver.close()
-            _kill(process)
-
-
 def grade(student: str, folder: Path, exercise: Exercise, timeout_s: float = GRADE_TIMEOUT_S) -> Grade:
     """Grade one learner's notebook for one exercise; every outcome is a grade, never a raise.
 
@@ -279,11 +166,11 @@ def grade(student: str, folder: Path, exercise: Exercise, timeout_s: float = GRA
     try:
         learner = read(path)
     except Exception as exc:  # not a notebook: no need to start a kernel
-        return row(passed=0, verdict=f"ERROR: {one_line(_unreadable(exc))}")
+        return row(passed=0, verdict=f"ERROR: {one_line(unreadable(exc))}")
     notes = tuple(tampering(exercise, learner))
     if not_started(exercise, learner):
         return row(passed=0, verdict="FAIL", notes=(*notes, "not started: every answer cell is as generated"))
-    status, value = check_isolated(path, exercise, timeout_s)
+    status, value = check_isolated(path, exercise.solution, timeout_s)
     if status == "timeout":
         note = f"the notebook was still running after {timeout_s:g} s and was stopped (an endless loop?)"
         return row(passed=0, verdict="TIMEOUT", notes=(*notes, note))
@@ -339,9 +226,25 @@ def grade_all(
         bar = tqdm(total=len(todo), unit="notebook", disable=None if progress is None else not progress)
         with bar:
             for future in as_completed(futures):
-                grades[futures[future]] = future.result()
+                grades[futures[future]] = _result(future, todo[futures[future]])
                 bar.update()
     return [grades[i] for i in range(len(todo))]
+
+
+def _result(future: Future[Grade], task: tuple[str, Path, Exercise]) -> Grade:
+    """The grade, or ``ERROR`` naming the grader's own failure: one bad task never stops a run."""
+    try:
+        return future.result()
+    except Exception as exc:
+        student, _, exercise = task
+        reason = one_line(f"the grader failed: {type(exc).__name__}: {exc}")
+        return Grade(
+            student=student,
+            exercise=exercise.name,
+            passed=0,
+            total=exercise.total,
+            verdict=f"ERROR: {reason}",
+        )
 
 
 def write_gradebook(grades: Sequence[Grade], out: Path) -> None:
