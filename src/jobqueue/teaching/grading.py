@@ -38,7 +38,7 @@ from pathlib import Path
 from nbformat import NotebookNode
 from tqdm import tqdm
 
-from jobqueue.teaching.exercises import ANSWER_TAG, CHECK_TAG, CheckResult, make_exercise
+from jobqueue.teaching.exercises import ANSWER_TAG, CHECK_TAG, CheckResult, expected_labels, make_exercise
 from jobqueue.teaching.isolation import check_isolated, unreadable
 from jobqueue.teaching.notebooks import read
 
@@ -92,7 +92,7 @@ class Exercise:
     Attributes:
         name: e.g. ``"02_backoff"``.
         solution: path of the solution notebook.
-        total: number of check cells.
+        total: number of checks (``check``/``check_that`` calls in its check cells).
         check_sources: each check cell's source, by cell id.
         answer_sources: each answer cell's source as generated (the stub), by cell id.
         cell_ids: the ids of all its cells.
@@ -113,10 +113,12 @@ class Exercise:
             ExerciseError: if the solution is malformed (see ``make_exercise``).
         """
         pristine = make_exercise(read(solution))
-        checks = {c.id: c.source for c in pristine.cells if CHECK_TAG in c.metadata.get("tags", [])}
+        check_cells = [c for c in pristine.cells if CHECK_TAG in c.metadata.get("tags", [])]
+        checks = {c.id: c.source for c in check_cells}
+        total = sum(len(expected_labels(c)) for c in check_cells)
         answers = {c.id: c.source for c in pristine.cells if ANSWER_TAG in c.metadata.get("tags", [])}
         ids = frozenset(c.id for c in pristine.cells)
-        return cls(solution.stem, solution, len(checks), checks, answers, ids)
+        return cls(solution.stem, solution, total, checks, answers, ids)
 
 
 def one_line(text: str, limit: int = REASON_CHARS) -> str:
@@ -176,11 +178,12 @@ def grade(student: str, folder: Path, exercise: Exercise, timeout_s: float = GRA
         return row(passed=0, verdict="TIMEOUT", notes=(*notes, note))
     if status == "error" or not isinstance(value, CheckResult):
         return row(passed=0, verdict=f"ERROR: {one_line(str(value))}", notes=notes)
-    checks = tuple(f"{'✓' if o.ok else '✗'} {one_line(o.text)}" for o in value.outcomes)
-    shown = {o.text for o in value.outcomes}
-    others = tuple(f"earlier problem: {one_line(p)}" for p in value.problems if p not in shown)
+    checks = tuple(one_line(v.line()) for v in value.verdicts)
+    shown = tuple(f"{v.label}: {v.detail}" for v in value.verdicts)
+    others = [one_line(p) for p in value.problems if not p.startswith(shown)]  # failed cells
+    notes += tuple([*others, *(one_line(n) for n in value.notes)])
     verdict = "PASS" if value.ok else "FAIL"
-    return row(passed=value.passed, verdict=verdict, checks=checks, notes=notes + others)
+    return row(passed=value.passed, total=value.checks, verdict=verdict, checks=checks, notes=notes)
 
 
 def learners(submissions: Path) -> list[tuple[str, Path]]:

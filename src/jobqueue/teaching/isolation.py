@@ -28,7 +28,7 @@ STARTUP_LIMIT_S = 120.0
 FILE_SIZE_LIMIT_BYTES = 64 * 2**20
 """Largest file a learner's notebook may write while it is checked (64 MiB)."""
 
-PRELOAD = ("jobqueue", "nbformat", "nbval.plugin", "pytest")
+PRELOAD = ("jobqueue", "nbformat", "nbclient", "IPython")
 """Modules each checking process starts with, imported once (in the fork server, not here:
 a module that imports ``jobqueue.teaching.exercises`` would clash with running it as ``-m``)."""
 
