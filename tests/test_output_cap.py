@@ -38,3 +38,11 @@ def test_a_long_error_message_is_cut(shell: InteractiveShell, capsys: pytest.Cap
     assert isinstance(result.error_in_exec, ValueError)
     assert str(result.error_in_exec) == "y" * 10 + "\n[output cut: more than 10 characters]\n"
     assert "y" * 11 not in capsys.readouterr().out
+
+
+def test_strings_inside_displayed_data_and_metadata_are_cut() -> None:
+    nested = {"text/plain": "z" * 50, "meta": {"detail": "w" * 50, "n": 3, "list": ["v" * 50]}}
+    short = output_cap.shorten(nested, limit=5)
+    note = "\n[output cut: more than 5 characters]\n"
+    meta = {"detail": "wwwww" + note, "n": 3, "list": ["vvvvv" + note]}
+    assert short == {"text/plain": "zzzzz" + note, "meta": meta}

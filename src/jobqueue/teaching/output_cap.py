@@ -1,11 +1,13 @@
 """Cap what one notebook cell may output, inside the kernel that runs a learner's answer.
 
-An answer that prints megabytes (or fails with a megabyte-long message) would otherwise
-travel whole to the checker, which formats every kernel message and compares outputs
-with a diff: minutes of work for one cell. The grader starts each kernel with an IPython
-start-up file that calls :func:`install`; from then on each cell may print at most
-:data:`CELL_OUTPUT_CHARS` characters to stdout and stderr together, error messages and
-displayed values are cut to the same length, and what was cut is said in one line.
+An answer that prints megabytes (or returns a megabyte value that a check then shows)
+would otherwise travel whole to the checker, through its pipe and into memory: under
+nbval, which formats every kernel message, one such cell took minutes. The grader starts
+each kernel with an IPython start-up file that calls :func:`install`; from then on each
+cell may print at most
+:data:`CELL_OUTPUT_CHARS` characters to stdout and stderr together, error messages,
+displayed values and their metadata (a check's recorded verdict) are cut to the same
+length, and what was cut is said in one line.
 """
 
 from __future__ import annotations
@@ -24,6 +26,17 @@ CUT = "\n[output cut: more than {limit} characters]\n"
 def cut(text: str, limit: int = CELL_OUTPUT_CHARS) -> str:
     """``text`` if it fits in ``limit`` characters, else its start and a note of the cut."""
     return text if len(text) <= limit else text[:limit] + CUT.format(limit=limit)
+
+
+def shorten(value: Any, limit: int = CELL_OUTPUT_CHARS) -> Any:
+    """``value`` with every string in it (in dicts and lists too) passed through :func:`cut`."""
+    if isinstance(value, str):
+        return cut(value, limit)
+    if isinstance(value, dict):
+        return {key: shorten(item, limit) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shorten(item, limit) for item in value]
+    return value
 
 
 class _Budget:
@@ -60,13 +73,11 @@ def install(shell: Any, limit: int = CELL_OUTPUT_CHARS) -> None:
     for stream in (sys.stdout, sys.stderr):
         stream.write = budget.capped(stream.write)  # type: ignore[method-assign]  # on this instance only
 
-    def publish(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
-        short = {key: cut(value, limit) if isinstance(value, str) else value for key, value in data.items()}
-        original_publish(short, *args, **kwargs)
+    def publish(data: dict[str, Any], metadata: Any = None, *args: Any, **kwargs: Any) -> None:
+        original_publish(shorten(data, limit), shorten(metadata, limit), *args, **kwargs)
 
     def write_format_data(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
-        short = {key: cut(value, limit) if isinstance(value, str) else value for key, value in data.items()}
-        original_write_format_data(short, *args, **kwargs)
+        original_write_format_data(shorten(data, limit), *args, **kwargs)
 
     original_publish = shell.display_pub.publish
     shell.display_pub.publish = publish
