@@ -4,10 +4,9 @@ An answer that prints megabytes (or returns a megabyte value that a check then s
 would otherwise travel whole to the checker, through its pipe and into memory: under
 nbval, which formats every kernel message, one such cell took minutes. The grader starts
 each kernel with an IPython start-up file that calls :func:`install`; from then on each
-cell may print at most
-:data:`CELL_OUTPUT_CHARS` characters to stdout and stderr together, error messages,
-displayed values and their metadata (a check's recorded verdict) are cut to the same
-length, and what was cut is said in one line.
+cell may print at most :data:`CELL_OUTPUT_CHARS` characters to stdout and stderr
+together, error messages, displayed values and their metadata (a check's recorded
+verdict) are cut to the same length, and what was cut is said in one line.
 """
 
 from __future__ import annotations
