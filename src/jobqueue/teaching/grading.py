@@ -12,11 +12,11 @@ without a kernel (see :func:`not_started`). The grade travels back through a pip
 kernel does not inherit, so what an answer prints or writes cannot forge it; the kernel
 caps each cell's output (see :mod:`jobqueue.teaching.isolation`).
 
-The verdicts: ``PASS`` (every check passed), ``FAIL`` (the notebook ran, some check did
-not pass), ``ERROR: <reason>`` (the notebook could not be checked: not a notebook, an
+The verdicts: ``PASS`` (every check passed), ``FAIL`` (some check did not pass, or none
+was started), ``ERROR: <reason>`` (the notebook could not be checked: not a notebook, an
 answer cell deleted, not handed in) and ``TIMEOUT``. The model is nbgrader's and
-otter-grader's gradebook, per-check scores, feedback files and per-notebook time limit,
-with nbval as the checking engine.
+otter-grader's: a gradebook, per-check scores, feedback files and a per-notebook time
+limit, with the course's own checker (:mod:`jobqueue.teaching.exercises`) as the engine.
 
 This isolates learners from each other and from the teacher's files against accidents
 (relative paths, ``sys.exit``, endless loops, megabytes of output); it is not a sandbox
