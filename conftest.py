@@ -33,6 +33,7 @@ def _group(item: pytest.Item) -> str:
         return str(path)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks into node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test with its ``xdist_group`` (see the module docstring)."""
     for item in items:
