@@ -18,9 +18,10 @@ setup: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/jupyter lab --allow-root --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/lessons/00_why_queues.ipynb
 
-# Notebooks and tests run in parallel, one worker per core (pytest-xdist). `--dist loadgroup`
-# keeps each notebook's cells on one worker (conftest.py groups them) and a notebook's re-run
-# beside its nbval run; PYTEST_WORKERS=0 runs serially. The total time is printed last.
+# Tests and notebooks run in parallel, one worker per core (pytest-xdist); `--dist loadfile`
+# keeps each file (a notebook's cells) on one worker. Two runs, so that a notebook's re-run
+# in tests/test_notebooks.py never overlaps its nbval run (lesson 11 locks a DuckDB file
+# next to itself). PYTEST_WORKERS=0 runs serially. The total time is printed last.
 PYTEST_WORKERS ?= auto
 
 test: $(STAMP)
@@ -31,10 +32,11 @@ test: $(STAMP)
 
 test-steps: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check src tests benchmarks conftest.py
+	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m jobqueue.teaching.exercises verify
-	$(BIN)/python -m pytest tests lessons solutions --nbval --nbval-current-env -n $(PYTEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest tests -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest lessons solutions --nbval --nbval-current-env -n $(PYTEST_WORKERS) --dist loadfile
 
 # make check EX=02_backoff : check one exercise; the last line is the PASS/FAIL verdict.
 # A FAIL verdict is an answer, not a broken command, so make itself succeeds (exit 1 of the
