@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup lab test check notebooks exercises bench
+.PHONY: setup lab test test-steps check check-all grade notebooks exercises bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,12 +18,25 @@ setup: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/jupyter lab --allow-root --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/lessons/00_why_queues.ipynb
 
+# Tests and notebooks run in parallel, one worker per core (pytest-xdist); `--dist loadfile`
+# keeps each file (a notebook's cells) on one worker. Two runs, so that a notebook's re-run
+# in tests/test_notebooks.py never overlaps its nbval run (lesson 11 locks a DuckDB file
+# next to itself). PYTEST_WORKERS=0 runs serially. The total time is printed last.
+PYTEST_WORKERS ?= auto
+
 test: $(STAMP)
+	@start=$$(date +%s); status=0; \
+	$(MAKE) --no-print-directory test-steps || status=$$?; \
+	echo "make test: $$(( $$(date +%s) - start )) s in total, exit status $$status"; \
+	exit $$status
+
+test-steps: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m jobqueue.teaching.exercises verify
-	$(BIN)/python -m pytest tests lessons solutions --nbval --nbval-current-env
+	$(BIN)/python -m pytest tests -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest lessons solutions --nbval --nbval-current-env -n $(PYTEST_WORKERS) --dist loadfile
 
 # make check EX=02_backoff : check one exercise; the last line is the PASS/FAIL verdict.
 # A FAIL verdict is an answer, not a broken command, so make itself succeeds (exit 1 of the
@@ -32,6 +45,17 @@ test: $(STAMP)
 check: $(STAMP)
 	@test -n "$(EX)" || { echo "usage: make check EX=02_backoff"; exit 2; }
 	@$(BIN)/python -m jobqueue.teaching.exercises check $(EX) || [ $$? -eq 1 ]
+
+# make check-all : check every exercise you have started (the CI of a learner's repository,
+# .github/workflows/exercises.yml, runs this); fails while any started exercise fails.
+check-all: $(STAMP)
+	$(BIN)/python -m jobqueue.teaching.exercises check-all
+
+# make grade SUBMISSIONS=class/ : grade one folder per learner into gradebook.csv and feedback/.
+# GRADE_OPTS="--timeout 30 --exercise 02_backoff" passes options through.
+grade: $(STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-with-one-folder-per-learner"; exit 2; }
+	$(BIN)/python -m jobqueue.teaching.exercises grade "$(SUBMISSIONS)" --out gradebook.csv $(GRADE_OPTS)
 
 # Re-run lessons and solutions, storing normalised outputs, then regenerate exercises/.
 notebooks: $(STAMP)

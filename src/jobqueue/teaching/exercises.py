@@ -22,6 +22,8 @@ Usage::
     python -m jobqueue.teaching.exercises check 02_backoff   # one exercise, with a verdict
     python -m jobqueue.teaching.exercises build              # regenerate exercises/
     python -m jobqueue.teaching.exercises verify             # fail if exercises/ is stale
+    python -m jobqueue.teaching.exercises grade SUBMISSIONS --out gradebook.csv  # a class
+    python -m jobqueue.teaching.exercises check-all          # every started exercise (CI)
 """
 
 from __future__ import annotations
@@ -226,6 +228,7 @@ class CheckResult:
         passed: checks that passed.
         problems: one line per failed check or failed cell, in notebook order.
         notes: lines that explain but do not fail (extra printing, skipped cells).
+        verdicts: every check's verdict, in notebook order (a check that did not run too).
     """
 
     name: str
@@ -233,6 +236,7 @@ class CheckResult:
     passed: int
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -308,6 +312,7 @@ def run_checks(
     problems: list[str] = []
     printed: list[str] = []
     checks = passed = 0
+    every: list[Verdict] = []
     for cell in code_cells:
         verdicts = [
             Verdict(**out.metadata[VERDICT_KEY])
@@ -332,6 +337,8 @@ def run_checks(
                         f"{verdict.label}: {verdict.detail}" + namer.hint(verdict.missing_name, cell)
                     )
             problems += [f"{label}: did not run" for label in labels if label not in shown and not errors]
+            every += verdicts
+            every += [Verdict(label, False, "did not run") for label in labels if label not in shown]
         if _stdout(cell.outputs) != _stdout(expected[cell.id]) and (_is_check(cell) or _is_answer(cell)):
             printed.append(_describe(cell))
     notes = []
@@ -344,7 +351,9 @@ def run_checks(
         f"skipped the cell you added starting {_first_line(c)!r}: it is not next to an answer cell"
         for c in stray
     ]
-    return CheckResult(name=name, checks=checks, passed=passed, problems=problems, notes=notes)
+    result = CheckResult(name=name, checks=checks, passed=passed, problems=problems, notes=notes)
+    result.verdicts = every
+    return result
 
 
 def _stdout(outputs: Sequence[NotebookNode]) -> str:
@@ -488,16 +497,21 @@ def stale_exercises(root: Path) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None, cwd: Path | None = None) -> int:
-    """Command line: ``check NAME``, ``build`` or ``verify``; returns the exit status."""
+    """Command line: ``check NAME``, ``build``, ``verify``, ``grade`` or ``check-all``; returns the status."""
     parser = argparse.ArgumentParser(prog="python -m jobqueue.teaching.exercises")
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="check one exercise and print a verdict")
     check.add_argument("exercise", help="a name such as 02_backoff, or a notebook path")
     sub.add_parser("build", help="regenerate exercises/ from solutions/")
     sub.add_parser("verify", help="fail if a committed exercise differs from its generated form")
+    from jobqueue.teaching import grading  # here: grading builds on this module
+
+    grading.add_commands(sub)
     args = parser.parse_args(argv)
     here = cwd if cwd is not None else Path.cwd()
     try:
+        if args.command in ("grade", "check-all"):
+            return grading.run_command(args, find_root(here))
         if args.command == "check":
             learner, solution = resolve(args.exercise, here)
             print(f"Checking {learner.name} against the expected outputs...")
@@ -519,7 +533,7 @@ def main(argv: Sequence[str] | None = None, cwd: Path | None = None) -> int:
         for path in stale:
             print(f"stale: {path.relative_to(root)} (run: python -m jobqueue.teaching.exercises build)")
         return 1 if stale else 0
-    except ExerciseError as exc:
+    except (ExerciseError, grading.GradingError) as exc:
         print(f"error: {exc}")
         return 2
 

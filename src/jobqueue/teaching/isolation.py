@@ -1,0 +1,125 @@
+"""Run one notebook check in a process of its own, in a folder of its own, with a time limit.
+
+What the grader (:mod:`jobqueue.teaching.grading`) needs to check many learners' notebooks
+without one affecting another: a new process (forked from a server that has the heavy
+modules loaded), its own temporary folder as working directory and ``TMPDIR``, a limit on
+the size of files it writes, each cell's output capped inside the kernel
+(:mod:`jobqueue.teaching.output_cap`), and a time limit after which the process and its
+kernel are killed. The result comes back through a pipe that the kernel does not inherit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import resource
+import signal
+import tempfile
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from jobqueue.teaching import output_cap
+from jobqueue.teaching.exercises import ExerciseError, check_exercise
+
+STARTUP_LIMIT_S = 120.0
+"""Longest a new checking process may take to load, before the notebook's time starts, in seconds."""
+
+FILE_SIZE_LIMIT_BYTES = 64 * 2**20
+"""Largest file a learner's notebook may write while it is checked (64 MiB)."""
+
+PRELOAD = ("jobqueue", "nbformat", "nbclient", "IPython")
+"""Modules each checking process starts with, imported once (in the fork server, not here:
+a module that imports ``jobqueue.teaching.exercises`` would clash with running it as ``-m``)."""
+
+
+def _check_in_child(conn: Connection, learner: str, solution: str, workdir: str) -> None:
+    """Child: send ``("ready", None)``, check, then send ``("ok", CheckResult)`` or ``("error", reason)``."""
+    os.setsid()  # its own process group: the parent kills it and its kernel together
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
+    os.chdir(workdir)
+    os.environ["TMPDIR"] = workdir
+    tempfile.tempdir = workdir
+    startup = Path(workdir, "ipython", "profile_default", "startup")
+    startup.mkdir(parents=True)
+    (startup / "00-output-cap.py").write_text(output_cap.STARTUP, encoding="utf-8")
+    os.environ["IPYTHONDIR"] = str(startup.parent.parent)  # the kernel caps each cell's output
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # what the kernel prints at the file level goes nowhere
+    os.dup2(devnull, 2)
+    conn.send(("ready", None))  # imports done: the notebook's time starts now
+    try:
+        result: tuple[str, object] = ("ok", check_exercise(Path(learner), Path(solution)))
+    except ExerciseError as exc:
+        result = ("error", str(exc).replace(learner, Path(learner).name))
+    except Exception as exc:  # any failure to read or run the notebook is a grade
+        result = ("error", unreadable(exc))
+    conn.send(result)
+    conn.close()
+
+
+def unreadable(exc: Exception) -> str:
+    """One line on why a notebook could not be read or run (``not a notebook: ...``)."""
+    name = type(exc).__name__
+    if name == "NotJSONError" or isinstance(exc, UnicodeDecodeError):
+        return "not a notebook: the file is not JSON"
+    if name == "ValidationError":
+        return f"not a valid notebook: {str(exc).splitlines()[0]}"
+    return f"{name}: {exc}"
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (Linux ``/proc``; elsewhere none are found)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _kill(process: multiprocessing.process.BaseProcess) -> None:
+    """Kill the child's process group and its kernel's (a kernel starts a session of its own)."""
+    assert process.pid is not None
+    for group in (*_children(process.pid), process.pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # gone, or not yet a group
+            os.killpg(group, signal.SIGKILL)
+    process.kill()
+    process.join()
+
+
+def check_isolated(learner_path: Path, solution_path: Path, timeout_s: float) -> tuple[str, object]:
+    """Check one notebook in a new process and a new temporary folder, within ``timeout_s``.
+
+    The time limit starts once the new process has loaded the checker (start-up on a busy
+    machine is not the learner's time) and covers the kernel's start and every cell.
+
+    Returns:
+        ``("ok", CheckResult)``, ``("error", reason)`` or ``("timeout", None)``.
+    """
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))  # each child forks with these loaded
+    receiver, sender = context.Pipe(duplex=False)
+    folder = tempfile.TemporaryDirectory(prefix=f"grade-{solution_path.stem}-", ignore_cleanup_errors=True)
+    with folder as workdir:
+        args = (sender, str(learner_path), str(solution_path), workdir)
+        process = context.Process(target=_check_in_child, args=args, daemon=True)
+        process.start()
+        sender.close()
+        try:
+            if not receiver.poll(STARTUP_LIMIT_S):
+                return ("error", f"the checker did not start within {STARTUP_LIMIT_S:g} s")
+            receiver.recv()  # ready
+            if not receiver.poll(timeout_s):
+                return ("timeout", None)
+            result: tuple[str, object] = receiver.recv()
+            return result
+        except EOFError:  # the child died without a word
+            process.join()
+            return ("error", f"the checker stopped (exit status {process.exitcode})")
+        finally:
+            receiver.close()
+            _kill(process)

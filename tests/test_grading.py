@@ -1,0 +1,200 @@
+"""Grading a class: the gradebook, feedback and summary of a real run over four learners.
+
+One run of the real command (``python -m jobqueue.teaching.exercises grade``) over three
+exercises: alice hands in the worked solutions, bob the untouched exercises, carol a file
+that is not JSON, a notebook whose check cells she edited and deleted, and an endless loop;
+dave one answer that returns a huge value, writes files next to itself, prints megabytes
+and calls ``sys.exit``, and no other notebook. The run is shared by the tests below (it
+takes about a minute on two cores); the notebooks' time limit is short, for the loop.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobqueue.teaching import grading
+
+ROOT = Path(__file__).resolve().parent.parent
+EXERCISES = ("02_backoff", "03_job_queue", "04_worker_retries")
+TIMEOUT_S = 30
+TOTALS = {"02_backoff": 4, "03_job_queue": 5, "04_worker_retries": 8}
+
+
+def notebook(folder: str, name: str) -> dict[str, object]:
+    data: dict[str, object] = json.loads((ROOT / folder / f"{name}.ipynb").read_text(encoding="utf-8"))
+    return data
+
+
+def cells(nb: dict[str, object]) -> list[dict[str, object]]:
+    found = nb["cells"]
+    assert isinstance(found, list)
+    return found
+
+
+def tagged(nb: dict[str, object], tag: str) -> list[dict[str, object]]:
+    return [c for c in cells(nb) if tag in c["metadata"].get("tags", [])]  # type: ignore[attr-defined]
+
+
+def save(nb: dict[str, object], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(nb), encoding="utf-8")
+
+
+def make_class(submissions: Path) -> None:
+    for name in EXERCISES:
+        (submissions / "alice").mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "solutions" / f"{name}.ipynb", submissions / "alice")
+        (submissions / "bob").mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "exercises" / f"{name}.ipynb", submissions / "bob")
+
+    carol = submissions / "carol"
+    carol.mkdir()
+    (carol / "02_backoff.ipynb").write_text('{"cells": [', encoding="utf-8")  # cut off mid-save
+    tampered = notebook("exercises", "03_job_queue")
+    first, second = tagged(tampered, "check")[:2]
+    first["source"] = (
+        "print(\"✓ fresh, t=0: three new jobs, all due: {'due': 3, 'leased': 0, 'scheduled': 0}\")"
+    )
+    cells(tampered).remove(second)
+    save(tampered, carol / "03_job_queue.ipynb")
+    looping = notebook("exercises", "04_worker_retries")
+    tagged(looping, "answer")[0]["source"] = "while True:\n    pass"
+    save(looping, carol / "04_worker_retries.ipynb")
+
+    dave = submissions / "dave"
+    loud = notebook("exercises", "02_backoff")
+    tagged(loud, "answer")[0]["source"] = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "def full_jitter_s(attempt, *, backoff, random):\n"
+        "    return 'y' * 1_000_000\n"
+        "Path('gradebook.csv').write_text('dave,02_backoff,4,4,PASS\\n')\n"
+        "Path('../alice.md').write_text('forged')\n"
+        "print('x' * 5_000_000)\n"
+        "sys.exit(0)\n"
+    )
+    save(loud, dave / "02_backoff.ipynb")
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
+class Run:
+    def __init__(self, base: Path) -> None:
+        self.submissions = base / "submissions"
+        make_class(self.submissions)
+        self.before = digest(self.submissions)
+        self.out = base / "teacher" / "gradebook.csv"
+        args = [sys.executable, "-m", "jobqueue.teaching.exercises", "grade", str(self.submissions)]
+        args += ["--out", str(self.out), "--timeout", str(TIMEOUT_S)]
+        for name in EXERCISES:
+            args += ["--exercise", name]
+        done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        self.status, self.stdout, self.stderr = done.returncode, done.stdout, done.stderr
+        with self.out.open(encoding="utf-8", newline="") as file:
+            self.rows = list(csv.reader(file))
+
+    def verdicts(self) -> dict[tuple[str, str], tuple[str, str, str]]:
+        return {(r[0], r[1]): (r[2], r[3], r[4]) for r in self.rows[1:]}
+
+    def feedback(self, student: str) -> str:
+        return (self.out.parent / "feedback" / f"{student}.md").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return Run(tmp_path_factory.mktemp("class"))
+
+
+def test_gradebook_has_a_row_per_learner_and_exercise(run: Run) -> None:
+    assert run.status == 0, run.stdout + run.stderr
+    assert run.rows[0] == ["student", "exercise", "passed", "total", "verdict"]
+    assert [(r[0], r[1]) for r in run.rows[1:]] == [
+        (s, e) for s in ("alice", "bob", "carol", "dave") for e in EXERCISES
+    ]
+
+
+def test_solutions_pass_and_untouched_exercises_fail_every_check(run: Run) -> None:
+    got = run.verdicts()
+    for name, total in TOTALS.items():
+        assert got["alice", name] == (str(total), str(total), "PASS")
+        assert got["bob", name] == ("0", str(total), "FAIL")
+
+
+def test_broken_file_tampered_checks_and_endless_loop(run: Run) -> None:
+    got = run.verdicts()
+    assert got["carol", "02_backoff"] == ("0", "4", "ERROR: not a notebook: the file is not JSON")
+    assert got["carol", "03_job_queue"] == ("0", "5", "FAIL")  # the pristine checks ran
+    assert got["carol", "04_worker_retries"] == ("0", "8", "TIMEOUT")
+    text = run.feedback("carol")
+    assert "check cell 'n03-07' was edited in your notebook; the original was run" in text
+    assert "check cell 'n03-08' is missing from your notebook; the original was run" in text
+    assert f"still running after {TIMEOUT_S} s and was stopped" in text
+
+
+def test_output_exit_and_stray_files_are_contained(run: Run) -> None:
+    got = run.verdicts()
+    assert got["dave", "02_backoff"] == ("0", "4", "FAIL")
+    assert got["dave", "03_job_queue"] == ("0", "5", "ERROR: no 03_job_queue.ipynb handed in")
+    assert got["dave", "04_worker_retries"] == ("0", "8", "ERROR: no 04_worker_retries.ipynb handed in")
+    text = run.feedback("dave")
+    assert max(len(line) for line in text.splitlines()) <= grading.REASON_CHARS + 10
+    assert "✗ random 0, attempts 1..6: expected [0, 0, 0, 0, 0, 0], got ['yyyy" in text
+    assert run.feedback("alice") != "forged"
+    assert digest(run.submissions) == run.before  # nobody's hand-in changed
+    assert sorted(p.name for p in run.out.parent.iterdir()) == ["feedback", "gradebook.csv"]
+
+
+def test_feedback_shows_each_check_with_expected_and_got(run: Run) -> None:
+    alice = run.feedback("alice")
+    assert "## 02_backoff: PASS, 4 of 4 checks passed" in alice
+    assert "- ✓ random 0.5, attempts 1..6: [0.5, 1, 2, 4, 8, 10]" in alice
+    bob = run.feedback("bob")
+    not_started = "## 02_backoff: FAIL, 0 of 4 checks passed\n\n- note: not started: every answer cell is as"
+    assert not_started in bob
+
+
+def test_summary_table_is_printed(run: Run) -> None:
+    lines = run.stdout.splitlines()
+    assert lines[0].split() == ["student", "02", "03", "04"]
+    assert lines[1].split() == ["alice", "PASS", "PASS", "PASS"]
+    assert lines[2].split() == ["bob", "0/4", "0/5", "0/8"]
+    assert lines[3].split() == ["carol", "ERROR", "0/5", "TIMEOUT"]
+    assert lines[4].split() == ["dave", "0/4", "MISSING", "MISSING"]
+
+
+def test_bad_submissions_folder_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    code = grading_main(["grade", str(missing), "--out", str(tmp_path / "g.csv")])
+    assert code == 2
+    assert not (tmp_path / "g.csv").exists()
+
+
+def grading_main(argv: list[str]) -> int:
+    from jobqueue.teaching import exercises
+
+    return exercises.main(argv, cwd=ROOT)
+
+
+def test_unknown_exercise_and_bad_timeout_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "someone").mkdir()
+    out = ["--out", str(tmp_path / "g.csv")]
+    assert grading_main(["grade", str(tmp_path), *out, "--exercise", "99_nope"]) == 2
+    assert "no exercise named '99_nope'" in capsys.readouterr().out
+    assert grading_main(["grade", str(tmp_path), *out, "--timeout", "0", "--exercise", "02_backoff"]) == 2
+    assert "timeout must be a positive number of seconds, got 0.0" in capsys.readouterr().out

@@ -1,0 +1,108 @@
+"""The learner's CI: the workflow file is valid, and `check-all` (what it runs) lists and fails.
+
+GitHub's workflow schema (SchemaStore's, shipped with check-jsonschema, so no network) stands
+in for actionlint, whose PyPI package downloads its binary from GitHub at install time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOW = ROOT / ".github" / "workflows" / "exercises.yml"
+
+
+def schema_check(path: Path) -> subprocess.CompletedProcess[str]:
+    args = [
+        sys.executable,
+        "-m",
+        "check_jsonschema",
+        "--builtin-schema",
+        "vendor.github-workflows",
+        str(path),
+    ]
+    return subprocess.run(args, capture_output=True, text=True, timeout=120)
+
+
+def test_workflow_file_matches_githubs_schema() -> None:
+    done = schema_check(WORKFLOW)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_schema_check_rejects_a_job_without_a_runner(tmp_path: Path) -> None:
+    broken = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    del broken["jobs"]["check"]["runs-on"]
+    (tmp_path / "broken.yml").write_text(yaml.safe_dump(broken), encoding="utf-8")
+    assert schema_check(tmp_path / "broken.yml").returncode == 1
+
+
+def test_workflow_sets_up_the_course_and_runs_check_all_on_push() -> None:
+    workflow = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    assert "push" in workflow[True]  # YAML 1.1 reads the key `on` as True
+    [job] = workflow["jobs"].values()
+    runs = [step["run"] for step in job["steps"] if "run" in step]
+    assert runs == ["make setup", "make check-all"]
+    assert job["timeout-minutes"] <= 60
+
+
+def course(tmp_path: Path, names: list[str]) -> Path:
+    for folder in ("solutions", "exercises"):
+        (tmp_path / folder).mkdir()
+        for name in names:
+            shutil.copy(ROOT / folder / f"{name}.ipynb", tmp_path / folder)
+    return tmp_path
+
+
+def answer(path: Path, sources: list[str]) -> None:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    answers = [c for c in nb["cells"] if "answer" in c["metadata"].get("tags", [])]
+    for cell, source in zip(answers, sources, strict=True):
+        cell["source"] = source
+    path.write_text(json.dumps(nb), encoding="utf-8")
+
+
+def check_all(root: Path, summary: Path) -> subprocess.CompletedProcess[str]:
+    args = [sys.executable, "-m", "jobqueue.teaching.exercises", "check-all", "--timeout", "60"]
+    env = {**os.environ, "GITHUB_STEP_SUMMARY": str(summary)}
+    return subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=600, env=env)
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    root = course(tmp_path_factory.mktemp("learner"), ["02_backoff", "03_job_queue", "04_worker_retries"])
+    solution = json.loads((ROOT / "solutions" / "02_backoff.ipynb").read_text(encoding="utf-8"))
+    [solved] = [c["source"] for c in solution["cells"] if c["id"] == "n02-03"]
+    answer(root / "exercises" / "02_backoff.ipynb", ["".join(solved)])
+    answer(root / "exercises" / "03_job_queue.ipynb", ["def job_states(jobs, now):\n    return {}"])
+    summary = root / "summary.md"
+    return check_all(root, summary), summary
+
+
+def test_check_all_lists_untouched_exercises_and_fails_on_a_failing_one(
+    started: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    done, summary = started
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "| 02_backoff | PASS | 4 of 4 |" in lines
+    assert "| 03_job_queue | FAIL | 0 of 5 |" in lines
+    assert "| 04_worker_retries | not started | |" in lines
+    assert lines[-1] == "1 not started, 1 passing; failing: 03_job_queue"
+    assert summary.read_text(encoding="utf-8").startswith(
+        "## Exercises\n\n| exercise | verdict | checks passed |"
+    )
+
+
+def test_check_all_passes_when_nothing_is_started(tmp_path: Path) -> None:
+    root = course(tmp_path, ["02_backoff", "03_job_queue"])
+    done = check_all(root, tmp_path / "summary.md")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "2 not started, 0 passing"
