@@ -414,3 +414,33 @@ def test_retry_policies_are_stored_with_each_job(queue: PostgresQueue) -> None:
     job = queue.enqueue(JobType("slow", InvoicePayload, retry=slow), invoice(1))
     assert (job.max_attempts, job.backoff) == (2, Backoff(base_s=5, cap_s=7))
     assert queue.get(job.id) == job
+
+
+def test_queues_opened_at_once_on_a_fresh_database_create_the_tables_once(pg_conninfo: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def open_and_close(_: int) -> int:
+        with PostgresQueue(pg_conninfo) as queue:
+            return len(queue)
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        assert list(pool.map(open_and_close, range(6))) == [0] * 6
+
+
+def test_a_heartbeat_that_finds_the_connection_killed_tries_again_at_the_next_beat(pg_conninfo: str) -> None:
+    async def scenario() -> list[str]:
+        async def render(payload: InvoicePayload) -> None:
+            await asyncio.sleep(0.3)
+            terminate_backends(pg_conninfo)  # the next beat meets the dead connection
+            await asyncio.sleep(0.5)
+
+        with PostgresQueue(pg_conninfo, clock=SystemClock(), visibility_timeout_s=5) as queue:
+            queue.enqueue(RENDER_INVOICE, invoice(1))
+            worker = Worker(queue, heartbeat_s=0.1)
+            worker.register(RENDER_INVOICE, render)
+            event = await worker.run_one()
+            assert event is not None
+            assert len(queue) == 0
+            return [event.outcome, *(str(beat.leased_until is not None) for beat in worker.heartbeats[-1:])]
+
+    assert asyncio.run(scenario()) == ["done", "True"]  # acked, and the beats after the kill held the lease

@@ -563,7 +563,8 @@ class PostgresQueue:
     def _unavailable(self, exc: psycopg.OperationalError) -> QueueUnavailableError:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return QueueUnavailableError(
-            f"lost the connection to {self.server} ({reason}); the next call connects again"
+            f"cannot reach {self.server}, or lost the connection to it ({reason}); the next call"
+            " connects again"
         )
 
     def _lease(self, con: psycopg.Connection[Any], row: Sequence[Any], now: float) -> Lease | None:

@@ -43,7 +43,9 @@ SELECT pg_advisory_xact_lock(hashtext('jobqueue_schema'));
 SELECT version FROM jobqueue_schema;
 
 -- name: has_schema
-SELECT to_regclass('jobqueue_schema') IS NOT NULL;
+-- A plain query of the catalog, under this statement's snapshot: it sees a table another
+-- process committed a moment ago (a cached lookup such as to_regclass may not yet).
+SELECT EXISTS (SELECT FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'jobqueue_schema');
 
 -- name: enqueue
 -- Every payload in one statement. Rows without an id take job-N from the sequence. ON
