@@ -444,3 +444,26 @@ def test_a_heartbeat_that_finds_the_connection_killed_tries_again_at_the_next_be
             return [event.outcome, *(str(beat.leased_until is not None) for beat in worker.heartbeats[-1:])]
 
     assert asyncio.run(scenario()) == ["done", "True"]  # acked, and the beats after the kill held the lease
+
+
+def test_a_claim_reads_the_claim_index_in_order_and_stops_at_its_limit(
+    queue: PostgresQueue, pg_conninfo: str
+) -> None:
+    from jobqueue.postgres import SQL
+
+    for start in range(0, 20_000, 5_000):
+        queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(start, start + 5_000)])
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:
+        con.execute("ANALYZE jobqueue_jobs")
+        plan = [
+            row[0].strip()
+            for row in con.execute("EXPLAIN " + SQL["claim"], {"now": T0 + 1, "until": T0 + 31, "limit": 10})
+        ]
+    # Under the CTE that picks the jobs: Limit, then the row locks, then the index in order (no sort
+    # of the backlog), so a claim reads about `limit` index entries whatever the backlog: O(log n).
+    pick = plan[plan.index("CTE due") + 1 : plan.index("CTE due") + 4]
+    assert [line.split("  (")[0] for line in pick] == [
+        "->  Limit",
+        "->  LockRows",
+        "->  Index Scan using jobqueue_jobs_claim on jobqueue_jobs",
+    ], plan
