@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -467,3 +468,26 @@ def test_a_claim_reads_the_claim_index_in_order_and_stops_at_its_limit(
         "->  LockRows",
         "->  Index Scan using jobqueue_jobs_claim on jobqueue_jobs",
     ], plan
+
+
+# -- the same figures as the in-memory queue ------------------------------------------
+
+
+@pytest.mark.parametrize(("advance_s", "window_s"), [(0, 60), (0, 1), (0, 65), (2, 60), (5, 300), (65, 60)])
+def test_metrics_of_the_metrics_scene_equal_the_in_memory_queues(
+    pg_conninfo: str, advance_s: float, window_s: float
+) -> None:
+    from test_metrics import scene
+
+    def on_postgres(clock: ManualClock, **settings: Any) -> PostgresQueue:
+        return PostgresQueue(pg_conninfo, clock=clock, **settings)
+
+    memory_clock, memory = scene()
+    clock, queue = scene(on_postgres)
+    assert isinstance(queue, PostgresQueue)
+    with queue:
+        memory_clock.advance(advance_s)
+        clock.advance(advance_s)
+        assert queue.metrics(window_s) == memory.metrics(window_s)
+        assert queue.jobs() == memory.jobs()
+        assert queue.dead_letters() == memory.dead_letters()
