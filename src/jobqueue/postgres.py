@@ -276,9 +276,11 @@ class PostgresQueue:
                         retry.append(index)  # a job-N already taken by a chosen id: draw another
                     elif old[0] is not None:
                         results[index] = Enqueued(job=_job(old), added=False)
-                    else:  # committed by another transaction after this statement began
-                        again = con.execute(SQL["find"], {"ids": [job_id]}).fetchall()
+                    elif again := con.execute(SQL["find"], {"ids": [job_id]}).fetchall():
+                        # committed by another transaction after this statement began
                         results[index] = Enqueued(job=_job(again[0]), added=False)
+                    else:
+                        retry.append(index)  # and acked since: the id is free again
                 rows = retry
         for index, job_id in enumerate(wanted):
             if index not in results:  # a repeated id: the first copy's record, not added by it
@@ -545,13 +547,17 @@ class PostgresQueue:
         with self._lock:
             if self._closed:
                 raise QueueUnavailableError(f"the queue on {self.server} is closed")
-            try:
-                if self._con is None or self._con.closed:
+            if self._con is None or self._con.closed:
+                try:
                     self._con = psycopg.connect(self.conninfo, autocommit=True)
+                except psycopg.OperationalError as exc:
+                    raise self._unavailable(exc) from exc
+            try:
                 yield self._con
             except psycopg.OperationalError as exc:
-                if self._con is not None and self._con.broken:
-                    self._con.close()
+                if not (self._con.broken or self._con.closed):
+                    raise  # the server answered (a cancelled query, say): not a lost connection
+                self._con.close()
                 raise self._unavailable(exc) from exc
 
     @contextmanager
