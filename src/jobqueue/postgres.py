@@ -52,6 +52,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 from jobqueue.backoff import Backoff, RandomFn
 from jobqueue.clock import Clock, SystemClock
+from jobqueue.durable import _DEAD_COLUMNS as DEAD_COLUMNS
+from jobqueue.durable import _JOB_COLUMNS as JOB_COLUMNS
 from jobqueue.durable import _dead, _job
 from jobqueue.errors import (
     DeadLetterNotFoundError,
@@ -74,13 +76,20 @@ CHANNEL = "jobqueue_jobs"
 
 
 def _load_sql() -> dict[str, str]:
-    """The named blocks of ``postgres.sql``: ``-- name: x`` starts block ``x``."""
+    """The named blocks of ``postgres.sql``: ``-- name: x`` starts block ``x``.
+
+    ``{job_columns}`` and ``{dead_columns}`` become the select lists the row conversion
+    reads (fixed names, never values).
+    """
     text = resources.files("jobqueue").joinpath("postgres.sql").read_text()
+    text = text.replace("{job_columns}", JOB_COLUMNS).replace("{dead_columns}", DEAD_COLUMNS)
     blocks = re.split(r"^-- name: (\w+)\n", text, flags=re.MULTILINE)
     return {name: body.strip() for name, body in zip(blocks[1::2], blocks[2::2], strict=True)}
 
 
 SQL = _load_sql()
+
+_JOB_WIDTH = len(JOB_COLUMNS.split(","))  # columns in a job row
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -316,9 +325,9 @@ class PostgresQueue:
                     {"now": now, "until": now + self.visibility_timeout_s, "limit": limit - len(leases)},
                 ).fetchall()
                 buried = rows[0][0]
-                for row in rows:
+                for row in rows:  # the count of buried jobs, a job row, its token, its old order
                     if row[1] is not None:
-                        lease = self._lease(con, row[1:12], now)
+                        lease = self._lease(con, row[1 : _JOB_WIDTH + 2], now)
                         if lease is not None:
                             leases.append(lease)
                         else:
