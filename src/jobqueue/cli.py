@@ -20,7 +20,8 @@ worker runs no other process can enqueue, list or replay (see :mod:`jobqueue.dur
 every ``--stats-every`` seconds.
 
 Exit status: 0 on success; 1 when the queue file cannot be used (held by another
-process, not a DuckDB file) or ``replay`` names an id that is not a dead letter; 2 for a
+process, not a DuckDB file), the PostgreSQL server cannot be reached, or ``replay``
+names an id that is not a dead letter; 2 for a
 usage error, such as a bad option value or a missing file (argparse's convention).
 
 Introduced in lesson 11.
@@ -282,7 +283,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="jobqueue",
         description="Work a durable job queue: a DuckDB file (one process at a time may open it) or a"
         " PostgreSQL database, given as a URL (any number of processes).",
-        epilog="Exit status: 0 success, 1 queue file unusable or unknown dead-letter id, 2 usage error.",
+        epilog="Exit status: 0 success, 1 queue file unusable, server unreachable or unknown dead-letter id,"
+        " 2 usage error.",
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 

@@ -252,45 +252,10 @@ class PostgresQueue:
         for index, job_id in enumerate(wanted):
             if job_id is None or first.setdefault(job_id, index) == index:
                 rows.append(index)
-        policy = job_type.retry or self.retry
         results: dict[int, Enqueued] = {}
         with self._connection(conn) as con:
-            while rows:
-                now = self.clock.now()
-                found = con.execute(
-                    SQL["enqueue"],
-                    {
-                        "ids": [wanted[i] for i in rows],
-                        "payloads": [data[i] for i in rows],
-                        "type": job_type.name,
-                        "max_attempts": policy.max_attempts,
-                        "base_s": policy.backoff.base_s,
-                        "cap_s": policy.backoff.cap_s,
-                        "now": now,
-                    },
-                ).fetchall()
-                retry = []
-                for index, (job_id, added, *old) in zip(rows, found, strict=True):
-                    if added:
-                        new = Job(
-                            id=job_id,
-                            type=job_type.name,
-                            payload=data[index],
-                            max_attempts=policy.max_attempts,
-                            backoff=policy.backoff,
-                            run_at=now,
-                        )
-                        results[index] = Enqueued(job=new, added=True)
-                    elif wanted[index] is None:
-                        retry.append(index)  # a job-N already taken by a chosen id: draw another
-                    elif old[0] is not None:
-                        results[index] = Enqueued(job=_job(old), added=False)
-                    elif again := con.execute(SQL["find"], {"ids": [job_id]}).fetchall():
-                        # committed by another transaction after this statement began
-                        results[index] = Enqueued(job=_job(again[0]), added=False)
-                    else:
-                        retry.append(index)  # and acked since: the id is free again
-                rows = retry
+            while rows:  # more than once only when a fresh id was taken meanwhile
+                rows = self._insert(con, job_type, [(i, wanted[i], data[i]) for i in rows], results)
         for index, job_id in enumerate(wanted):
             if index not in results:  # a repeated id: the first copy's record, not added by it
                 assert job_id is not None
@@ -574,6 +539,55 @@ class PostgresQueue:
         """The queue's connection inside one transaction: committed at the end, or rolled back."""
         with self._connection() as con, con.transaction():
             yield con
+
+    def _insert(
+        self,
+        con: psycopg.Connection[Any],
+        job_type: JobType[P],
+        rows: list[tuple[int, str | None, str]],
+        results: dict[int, Enqueued],
+    ) -> list[int]:
+        """Insert ``(index, id or None, payload)`` rows in one statement; fill ``results`` by index.
+
+        Returns:
+            The indexes to send again: a fresh ``job-N`` already taken by an id chosen by
+            hand, or an id acked between the insert and its lookup.
+        """
+        policy = job_type.retry or self.retry
+        now = self.clock.now()
+        found = con.execute(
+            SQL["enqueue"],
+            {
+                "ids": [job_id for _, job_id, _ in rows],
+                "payloads": [payload for _, _, payload in rows],
+                "type": job_type.name,
+                "max_attempts": policy.max_attempts,
+                "base_s": policy.backoff.base_s,
+                "cap_s": policy.backoff.cap_s,
+                "now": now,
+            },
+        ).fetchall()
+        again = []
+        for (index, wanted, payload), (job_id, added, *old) in zip(rows, found, strict=True):
+            if added:
+                new = Job(
+                    id=job_id,
+                    type=job_type.name,
+                    payload=payload,
+                    max_attempts=policy.max_attempts,
+                    backoff=policy.backoff,
+                    run_at=now,
+                )
+                results[index] = Enqueued(job=new, added=True)
+            elif wanted is None:
+                again.append(index)  # a job-N already taken by a chosen id: draw another
+            elif old[0] is not None:
+                results[index] = Enqueued(job=_job(old), added=False)
+            elif held := con.execute(SQL["find"], {"ids": [job_id]}).fetchall():
+                results[index] = Enqueued(job=_job(held[0]), added=False)  # committed just after
+            else:
+                again.append(index)  # and acked since: the id is free again
+        return again
 
     def _unavailable(self, exc: psycopg.OperationalError) -> QueueUnavailableError:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
