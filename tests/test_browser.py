@@ -8,6 +8,7 @@ the `playwright` package; without either the tests skip and say which piece is m
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from browser_support import (
     LabServer,
     answer_quiz_questions,
     change_dropdown,
+    choose_menu,
     current_notebook,
     lab_server,
     launch_chromium,
@@ -27,9 +29,12 @@ from browser_support import (
     nudge_slider,
     open_notebook,
     run_all_cells,
+    strip_outputs,
     wait_text_changes,
     widget_text,
 )
+
+from jobqueue.teaching.notebooks import KERNELSPEC, LANGUAGE_INFO
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -226,3 +231,60 @@ def take_the_quiz(page: Page, lab: LabServer) -> str:
     verdict.scroll_into_view_if_needed()
     shot = screenshot(page, "lesson12_quiz_verdict")
     return f"quiz verdict after answering {answered} questions: {text!r}\n  screenshot: {shot}"
+
+
+EXERCISE_02 = "exercises/02_backoff.ipynb"
+WRONG_JITTER = (
+    "def full_jitter_s(attempt, *, backoff, random):\n"
+    "    print('debug: attempt', attempt)\n"
+    "    return backoff.ceiling_s(attempt)  # forgets random()"
+)
+
+
+def test_exercise_with_a_wrong_answer_shows_every_verdict_and_the_summary(
+    page: Page, lab: LabServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run All goes through every check of a wrong, printing answer: ✓ or ✗ each, then a count."""
+    target = lab.root / EXERCISE_02
+    notebook = json.loads(target.read_text(encoding="utf-8"))
+    for cell in notebook["cells"]:
+        if "answer" in cell["metadata"].get("tags", []):
+            cell["source"] = WRONG_JITTER
+    target.write_text(json.dumps(notebook), encoding="utf-8")
+    strip_outputs(target)
+    with screenshot_on_failure(page, "exercise02_wrong"):
+        open_notebook(page, lab, EXERCISE_02)
+        run_all_cells(page)  # fails if any cell raises
+        outputs = current_notebook(page).locator(".jp-OutputArea-output")
+        texts = [text.strip() for text in outputs.all_inner_texts()]
+        verdicts = [text for text in texts if text.startswith(("✓", "✗"))]
+        assert len(verdicts) == 4, texts
+        assert sum(text.startswith("✗") for text in verdicts) == 2, verdicts
+        assert "2 of 4 checks pass" in texts, texts
+        assert not any("Traceback" in text for text in texts), texts
+        summary = outputs.filter(has_text="checks pass").first
+        summary.scroll_into_view_if_needed()
+        announce(capsys, f"screenshot: {screenshot(page, 'exercise02_wrong_answer_verdicts')}")
+        # Saving after Run All writes the metadata the committed notebooks already carry.
+        choose_menu(page, "File", "docmanager:save")
+        page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.lm-mod-current.jp-mod-dirty')")
+        saved = json.loads(target.read_text(encoding="utf-8"))
+        assert saved["metadata"] == {"kernelspec": KERNELSPEC, "language_info": LANGUAGE_INFO}
+
+
+@pytest.mark.parametrize("relpath", ["lessons/07_idempotent_consumer.ipynb", "lessons/11_production.ipynb"])
+def test_lesson_code_fits_the_page(
+    page: Page, lab: LabServer, relpath: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No code cell scrolls sideways: every line is visible without scrolling."""
+    with screenshot_on_failure(page, f"{Path(relpath).stem}_width"):
+        open_notebook(page, lab, relpath)
+        scrollers = current_notebook(page).locator(".jp-CodeCell .cm-scroller")
+        scrollers.first.wait_for()
+        widths = scrollers.evaluate_all("els => els.map(el => [el.scrollWidth, el.clientWidth])")
+        too_wide = [(i, w) for i, w in enumerate(widths) if w[0] > w[1] + 1]
+        assert not too_wide, f"code cells wider than the page (index, [scroll, client]): {too_wide}"
+        wide = current_notebook(page).locator(".jp-CodeCell").filter(has_text="--handlers").first
+        if wide.count():
+            wide.scroll_into_view_if_needed()
+        announce(capsys, f"screenshot: {screenshot(page, Path(relpath).stem + '_code')}")

@@ -82,6 +82,7 @@ def test_stats_prints_the_figures_of_a_queue_file(path: Path, capsys: pytest.Cap
         "scheduled \\(retry delay\\)   0\n"
         "leased                    0\n"
         "oldest waiting job        12\\d\\.\\d s\n"  # r-3, waiting for two minutes
+        "oldest leased job         0\\.0 s\n"
         "failure rate, last 300 s  50% \\(1 failed, 1 done\\)\n"
         "dead letters              1\n",
         out,
@@ -212,6 +213,7 @@ def test_bad_handlers_exit_2_naming_them(
         (["--poll", "0"], "argument --poll: expected a number of seconds > 0, got '0'"),
         (["--grace", "nan"], "argument --grace: expected a number of seconds > 0, got 'nan'"),
         (["--stats-every", "-1"], "argument --stats-every: expected a number of seconds > 0, got '-1'"),
+        (["--timeout", "0"], "argument --timeout: expected a number of seconds > 0, got '0'"),
         (
             ["--heartbeat", "30"],
             "--heartbeat (30 s) must be below --visibility-timeout (30 s), or leases run out between beats",
@@ -382,6 +384,7 @@ def test_a_worker_process_logs_reports_stats_and_gives_back_its_job_on_sigterm(p
     assert (stats.returncode, stats.stderr) == (0, "")
     head, *table = stats.stdout.splitlines()
     assert re.fullmatch(rf"\(the file is held by worker {worker.pid}; its figures from \d+ s ago\)", head)
+    assert re.fullmatch(r"oldest leased job         \d+\.\d s", table.pop(4))  # wall-clock seconds
     assert table == [
         "waiting                   0",
         "scheduled (retry delay)   0",
@@ -435,7 +438,7 @@ def test_commands_on_a_file_another_process_holds(path: Path, capsys: pytest.Cap
             out, err = capsys.readouterr()
             figures = QueueMetrics(
                 at=0, waiting=4, scheduled=0, leased=2, oldest_waiting_age_s=3.5,
-                window_s=300, done=10, failed=1, dead_letters=0,
+                oldest_leased_age_s=12.0, window_s=300, done=10, failed=1, dead_letters=0,
             )  # fmt: skip
             written = WorkerStats(pid=holder.pid, written_at=time.time() - 5, metrics=figures)
             stats_path(path).write_text(written.model_dump_json())

@@ -101,8 +101,8 @@ class HttpError(Exception):
         (PermanentJobError("bad address"), "permanent"),
         (PayloadError("invalid payload"), "permanent"),
         (UnknownJobTypeError("no handler"), "permanent"),
-        (ValueError("not an e-mail address"), "permanent"),
-        (KeyError("order 1001"), "permanent"),
+        (ValueError("not an e-mail address"), "transient"),  # unsure: could be a proxy's garbage
+        (KeyError("order 1001"), "transient"),
         (HttpError(404), "permanent"),
         (HttpError(429), "transient"),
         (HttpError(503), "transient"),

@@ -80,9 +80,9 @@ def snapshot(queue: DurableQueue) -> tuple[object, ...]:
 
 
 def number(name: str, prefix: str) -> int:
-    """The serial number in ``lease-7`` or ``job-7``."""
+    """The serial number in ``lease-7-<queue tag>`` or ``job-7``."""
     assert name.startswith(prefix), name
-    return int(name.removeprefix(prefix))
+    return int(name.removeprefix(prefix).split("-")[0])
 
 
 # -- restarts ------------------------------------------------------------------------
@@ -131,6 +131,7 @@ def test_a_reopened_file_holds_every_job_and_dead_letter_as_it_was(path: Path) -
                 attempts=1,
                 run_at=T0,
                 leased_until=T0 + 30,
+                leased_at=T0,
                 **policy,
             ),
         ]
@@ -465,7 +466,7 @@ def test_release_gives_the_job_back_due_now_without_counting_the_attempt(path: P
         clock.advance(3)  # T0 + 8, both held until T0 + 35
 
         given_back = queue.release(first)
-        assert given_back == replace(first.job, attempts=1, run_at=T0 + 8, leased_until=None)
+        assert given_back == replace(first.job, attempts=1, run_at=T0 + 8, leased_until=None, leased_at=None)
         assert queue.get("first") == given_back
         assert given_back.last_error == "ConnectionError: timed out"  # kept, for the record
         assert queue.next_visible_at() == T0 + 8  # claimable now, not after the lease
@@ -532,6 +533,7 @@ def test_metrics_of_a_scene_built_by_hand_survive_a_restart(path: Path) -> None:
             scheduled=1,
             leased=1,
             oldest_waiting_age_s=10.0,
+            oldest_leased_age_s=4.0,  # d, claimed at T0 + 6
             window_s=300.0,
             done=1,
             failed=2,

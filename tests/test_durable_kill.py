@@ -85,9 +85,9 @@ def logged(log: Path) -> list[str]:
 
 
 def token_number(token: str) -> int:
-    """The serial number of a lease token ``lease-N``."""
+    """The serial number of a lease token ``lease-N-<queue tag>``."""
     assert token.startswith("lease-"), token
-    return int(token.removeprefix("lease-"))
+    return int(token.removeprefix("lease-").split("-")[0])
 
 
 def test_the_trials_are_as_many_as_announced() -> None:

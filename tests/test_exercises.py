@@ -33,8 +33,13 @@ def run_check(target: str | Path, cwd: Path = ROOT) -> tuple[int, list[str]]:
 
 
 def check_count(name: str) -> int:
+    """Checks an exercise makes: the check/check_that calls of its check cells."""
     nb = read(ROOT / "solutions" / f"{name}.ipynb")
-    return sum(exercises.CHECK_TAG in c.metadata.get("tags", []) for c in nb.cells)
+    return sum(
+        len(exercises.expected_labels(c))
+        for c in nb.cells
+        if exercises.CHECK_TAG in c.metadata.get("tags", [])
+    )
 
 
 def test_there_are_exercises() -> None:
@@ -50,7 +55,13 @@ def test_unsolved_exercise_fails_every_check(name: str) -> None:
     code, lines = run_check(name)
     assert code == 1
     assert lines[-1] == f"FAIL {name}: 0 of {check_count(name)} checks passed"
-    assert any("NotImplementedError: your answer goes here" in line for line in lines)
+    failures = [line for line in lines if line.startswith("  ✗ ")]
+    assert len(failures) == check_count(name), lines  # every check has its own verdict line
+    unanswered = (
+        "NotImplementedError: your answer goes here",
+        "is not defined (define it in your answer cell",
+    )
+    assert any(reason in line for reason in unanswered for line in failures), lines
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -62,7 +73,7 @@ def test_solution_passes_its_checks(name: str) -> None:
 
 def learner_copy(tmp_path: Path, name: str) -> Path:
     """A course folder with the real solution and the pristine exercise, as a learner has it."""
-    (tmp_path / "solutions").mkdir()
+    (tmp_path / "solutions").mkdir(parents=True)
     (tmp_path / "exercises").mkdir()
     shutil.copy(ROOT / "solutions" / f"{name}.ipynb", tmp_path / "solutions")
     target = tmp_path / "exercises" / f"{name}.ipynb"
@@ -128,3 +139,138 @@ def test_unknown_exercise_names_the_known_ones() -> None:
     assert code == 2
     assert lines[-1].startswith("error: no exercise named '02_nope' (exercises: ")
     assert "04_worker_retries" in lines[-1]
+
+
+def answered(tmp_path: Path, name: str, answers: list[str], added: dict[int, str] | None = None) -> Path:
+    """The learner's exercise with ``answers`` in its answer cells and code cells added.
+
+    ``added`` maps a position in the notebook (before the added cell) to the added code.
+    """
+    target = learner_copy(tmp_path, name)
+    nb = read(target)
+    cells = [c for c in nb.cells if exercises.ANSWER_TAG in c.metadata.get("tags", [])]
+    for cell, source in zip(cells, answers, strict=True):
+        cell.source = source
+    for position, source in sorted((added or {}).items(), reverse=True):
+        nb.cells.insert(position, nbformat.v4.new_code_cell(source))
+    write(nb, target)
+    return target
+
+
+def answer_position(name: str, number: int = 0) -> int:
+    nb = read(ROOT / "exercises" / f"{name}.ipynb")
+    return [i for i, c in enumerate(nb.cells) if exercises.ANSWER_TAG in c.metadata.get("tags", [])][number]
+
+
+PRINTING_JITTER = """
+def full_jitter_s(attempt, *, backoff, random):
+    delay = random() * backoff.ceiling_s(attempt)
+    print("debug: attempt", attempt, "waits", delay)
+    return delay
+"""
+
+
+def test_debug_print_does_not_fail_a_right_answer(tmp_path: Path) -> None:
+    code, lines = run_check(answered(tmp_path, "02_backoff", [PRINTING_JITTER]), cwd=tmp_path)
+    assert lines[-1] == "PASS 02_backoff: 4 of 4 checks passed"
+    assert code == 0
+    assert any(line.startswith("  · your code printed output of its own") for line in lines), lines
+
+
+def test_helper_in_a_cell_added_next_to_the_answer_is_part_of_it(tmp_path: Path) -> None:
+    helper = "def top(backoff, attempt):\n    return backoff.ceiling_s(attempt)"
+    answer = "def full_jitter_s(attempt, *, backoff, random):\n    return random() * top(backoff, attempt)"
+    position = answer_position("02_backoff")
+    for added_at in (position, position + 1):  # just before the answer cell, and just after it
+        target = answered(tmp_path / str(added_at), "02_backoff", [answer], {added_at: helper})
+        code, lines = run_check(target, cwd=target.parent.parent)
+        assert lines[-1] == "PASS 02_backoff: 4 of 4 checks passed", lines
+        assert code == 0
+
+
+def test_helper_far_from_the_answer_is_named_with_the_fix(tmp_path: Path) -> None:
+    helper = "def top(backoff, attempt):\n    return backoff.ceiling_s(attempt)"
+    answer = "def full_jitter_s(attempt, *, backoff, random):\n    return random() * top(backoff, attempt)"
+    at_the_end = len(read(ROOT / "exercises" / "02_backoff.ipynb").cells)
+    code, lines = run_check(answered(tmp_path, "02_backoff", [answer], {at_the_end: helper}), cwd=tmp_path)
+    assert code == 1
+    assert (
+        "  ✗ random 0, attempts 1..6: NameError: name 'top' is not defined (in full_jitter_s, line 2 of its"
+        " cell) (the cell you added starting 'def top(backoff, attempt):' defines it: move it next to an"
+        " answer cell)"
+    ) in lines
+    skipped = "  · skipped the cell you added starting 'def top(backoff, attempt):'"
+    assert f"{skipped}: it is not next to an answer cell" in lines
+
+
+def test_syntax_error_names_its_line(tmp_path: Path) -> None:
+    answer = (
+        "def full_jitter_s(attempt, *, backoff, random):\n    return random() * (backoff.ceiling_s(attempt)\n"
+    )
+    code, lines = run_check(answered(tmp_path, "02_backoff", [answer]), cwd=tmp_path)
+    assert code == 1
+    assert (
+        "  ✗ syntax error in your answer cell starting 'def full_jitter_s(attempt, *, backoff, random):'"
+        in (lines[1])
+    )
+    assert "line 2: '(' was never closed" in lines[1]
+    assert lines[-1] == "FAIL 02_backoff: 0 of 4 checks passed"
+
+
+def test_top_level_answer_missing_names_its_cell(tmp_path: Path) -> None:
+    code, lines = run_check("04_worker_retries")
+    assert code == 1
+    assert (
+        "  ✗ login codes: base 1 s, cap 10 s: NameError: name 'LOGIN_CODE_POLICY' is not defined"
+        " (define it in your answer cell starting 'pass  # your answer goes here')"
+    ) in lines
+
+
+WRONG_JITTER = "def full_jitter_s(attempt, *, backoff, random):\n    return backoff.ceiling_s(attempt)\n"
+
+
+def test_run_all_of_a_wrong_answer_shows_every_verdict(tmp_path: Path) -> None:
+    """As in the browser: no cell raises, every check shows one ✗ line, the summary counts."""
+    nb = read(answered(tmp_path, "02_backoff", [WRONG_JITTER]))
+    NotebookClient(nb, kernel_name="python3").execute()  # raises CellExecutionError if a cell fails
+    shown = [
+        "".join(o.get("data", {}).get("text/plain", o.get("text", "")))
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+    ]
+    assert "✗ random 0, attempts 1..6: expected [0, 0, 0, 0, 0, 0], got [1, 2, 4, 8, 16, 20]" in shown
+    assert "✓ random 1, attempts 1..6: [1, 2, 4, 8, 16, 20]" in shown
+    assert sum(line.startswith(("✓", "✗")) for line in shown) == 4
+    assert "2 of 4 checks pass\n" in shown
+    assert not any("Traceback" in line or "checks.py" in line for line in shown)
+
+
+def test_nbval_against_the_pristine_exercise_fails_a_wrong_answer(tmp_path: Path) -> None:
+    solution = read(ROOT / "solutions" / "02_backoff.ipynb")
+    pristine = exercises.make_exercise(solution, expected_outputs=True)
+    for source, expect in ((WRONG_JITTER, 1), (None, 1), ("from_solution", 0)):
+        nb = copy.deepcopy(pristine)
+        for cell, solved in zip(nb.cells, solution.cells, strict=True):
+            if exercises.ANSWER_TAG in cell.metadata.get("tags", []):
+                cell.source = solved.source if source == "from_solution" else source or cell.source
+        path = tmp_path / "02_backoff.ipynb"
+        write(nb, path)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "--nbval",
+                "--nbval-current-env",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                str(path),
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == expect, (source, result.stdout[-2000:])

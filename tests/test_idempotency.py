@@ -284,3 +284,52 @@ def test_sms_provider_honours_idempotency_keys() -> None:
     other = asyncio.run(sms.send("+2348000000008", "hi"))
     assert (first, again, other) == ("sms-1", "sms-1", "sms-2")
     assert len(sms.sent) == 2
+
+
+# -- fencing (lesson 06) ---------------------------------------------------------------------
+
+
+def fenced_db() -> duckdb.DuckDBPyConnection:
+    con = db.connect()
+    idempotency.create_fencing_table(con)
+    con.execute("CREATE TABLE shipments (order_id INTEGER, attempt INTEGER)")
+    return con
+
+
+def ship(attempt: int) -> idempotency.Effect:
+    def effect(con: duckdb.DuckDBPyConnection) -> None:
+        con.execute("INSERT INTO shipments VALUES (1001, ?)", [attempt])
+
+    return effect
+
+
+def test_a_late_effect_with_an_older_token_is_refused() -> None:
+    con = fenced_db()
+    assert idempotency.apply_fenced(con, "order-1001", 2, ship(2))  # the second holder writes first
+    assert not idempotency.apply_fenced(con, "order-1001", 1, ship(1))  # the paused first holder wakes
+    assert idempotency.apply_fenced(con, "order-1001", 2, ship(2))  # the same holder may write again
+    assert idempotency.apply_fenced(con, "order-1002", 1, ship(1))  # another resource has its own token
+    assert con.execute("SELECT attempt FROM shipments ORDER BY attempt").fetchall() == [(1,), (2,), (2,)]
+    assert con.execute("SELECT * FROM fencing_tokens ORDER BY resource").fetchall() == [
+        ("order-1001", 2),
+        ("order-1002", 1),
+    ]
+
+
+def test_a_failing_fenced_effect_leaves_the_token_unchanged() -> None:
+    con = fenced_db()
+
+    def broken(con: duckdb.DuckDBPyConnection) -> None:
+        raise RuntimeError("warehouse down")
+
+    with pytest.raises(RuntimeError):
+        idempotency.apply_fenced(con, "order-1001", 3, broken)
+    assert con.execute("SELECT count(*) FROM fencing_tokens").fetchall() == [(0,)]
+    assert idempotency.apply_fenced(con, "order-1001", 1, ship(1))
+
+
+@pytest.mark.parametrize(("resource", "token"), [("", 1), ("order-1", -1), ("order-1", True), (7, 1)])
+def test_apply_fenced_checks_its_arguments(resource: object, token: object) -> None:
+    con = fenced_db()
+    with pytest.raises(InvalidSettingError):
+        idempotency.apply_fenced(con, resource, token, ship(1))  # type: ignore[arg-type]

@@ -11,8 +11,9 @@ import re
 from pathlib import Path
 
 import pytest
+from jupyter_client.manager import start_new_kernel
 
-from jobqueue.teaching.notebooks import dumps, execute, read
+from jobqueue.teaching.notebooks import KERNELSPEC, LANGUAGE_INFO, dumps, execute, read
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
@@ -33,6 +34,22 @@ def test_rerun_reproduces_committed_notebook(path: Path) -> None:
             committed.splitlines(), fresh.splitlines(), "committed", "re-run", lineterm=""
         )
         pytest.fail("re-running changed the notebook:\n" + "\n".join(list(diff)[:40]))
+
+
+def test_stored_language_info_is_what_the_kernel_reports() -> None:
+    """JupyterLab saves the kernel's kernel_info language_info: storing the same keeps a save clean."""
+    manager, client = start_new_kernel(kernel_name="python3")
+    try:
+        reply = client.kernel_info(reply=True, timeout=60)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    assert reply["content"]["language_info"] == LANGUAGE_INFO
+
+
+@pytest.mark.parametrize("path", [*RUNNABLE, *sorted((ROOT / "exercises").glob("*.ipynb"))], ids=rel)
+def test_committed_metadata_is_what_jupyterlab_saves(path: Path) -> None:
+    assert read(path).metadata == {"kernelspec": KERNELSPEC, "language_info": LANGUAGE_INFO}
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=rel)

@@ -1,8 +1,11 @@
+import dataclasses
 import io
+import itertools
 from collections.abc import Callable
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Annotation
@@ -167,3 +170,62 @@ def test_new_figures_render_to_png(make: Callable[[], Figure]) -> None:
     buffer = io.BytesIO()
     make().savefig(buffer, format="png")
     assert buffer.getvalue().startswith(b"\x89PNG")
+
+
+def drawn(fig: Figure) -> RendererAgg:
+    """Draw ``fig`` (constrained layout included) and return its renderer, for text extents."""
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def densified(polylines: list[np.ndarray]) -> np.ndarray:
+    """Points every 1/50 of each segment of ``polylines``, so a straight arrow has inner points."""
+    steps = np.linspace(0, 1, 50)[:, None]
+    return np.concatenate([a + steps * (b - a) for line in polylines for a, b in itertools.pairwise(line)])
+
+
+def test_lifecycle_labels_sit_beside_their_arrows_not_on_them() -> None:
+    fig = lifecycle_figure()
+    renderer = drawn(fig)
+    (ax,) = fig.axes
+    arrows = [text.arrow_patch for text in ax.texts if isinstance(text, Annotation)]
+    lines = [
+        arrow.get_transform().transform(densified(arrow.get_path().to_polygons(closed_only=False)))
+        for arrow in arrows
+    ]
+    labels = [text for text in ax.texts if "\n" in text.get_text()]
+    assert len(labels) == len(LIFECYCLE)
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        for points in lines:
+            assert box.count_contains(points) == 0, label.get_text()
+
+
+def test_timeline_end_label_stays_inside_the_frame() -> None:
+    """Lesson 06's run: five 40 s attempts on a 30 s lease, the last one ending at t=160s."""
+    events = [
+        JobEvent(at=40.0 + 30 * n, job_id="invoice-1001", job_type="t", attempt=n + 1, outcome="stale")
+        for n in range(5)
+    ]
+    started = {("invoice-1001", n + 1): 30.0 * n for n in range(5)}
+    rows = timeline_rows(events, started_at=started)
+    rows = [dataclasses.replace(row, end="dead", end_at=150.0) for row in rows]
+    fig = timeline_figure(rows)
+    renderer = drawn(fig)
+    (ax,) = fig.axes
+    frame = ax.get_window_extent(renderer)
+    (label,) = [text for text in ax.texts if text.get_text() == "dead at t=150s"]
+    box = label.get_window_extent(renderer)
+    assert frame.x0 <= box.x0 and box.x1 <= frame.x1
+
+
+@pytest.mark.parametrize(("strategy", "base_s", "cap_s"), [("none", 1, 60), ("none", 5, 20), ("full", 1, 10)])
+def test_delay_legend_covers_no_delay(strategy: str, base_s: float, cap_s: float) -> None:
+    exploration = explore_backoff(base_s, cap_s, strategy)
+    fig = explorer_figure(exploration.spread, exploration.herd)
+    renderer = drawn(fig)
+    spread_ax = fig.axes[0]
+    legend = spread_ax.get_legend().get_window_extent(renderer)
+    _, cap_y = spread_ax.transData.transform((1, cap_s))  # every delay is at most the cap
+    assert legend.y0 > cap_y

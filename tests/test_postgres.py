@@ -14,6 +14,7 @@
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -28,6 +29,8 @@ from test_queue_state_machine import SETTINGS, policy
 
 from jobqueue import (
     Backoff,
+    InvalidSettingError,
+    Lease,
     ManualClock,
     QueueUnavailableError,
     RetryPolicy,
@@ -379,17 +382,87 @@ def test_an_unreadable_row_is_dead_lettered_with_the_reason(queue: PostgresQueue
     assert lease is not None and lease.job.id == "fine"
     [dead] = queue.dead_letters()
     assert dead.job.id == "broken"
-    assert dead.job.last_error is not None and dead.job.last_error.startswith("unreadable job row: ")
+    assert dead.job.last_error is not None
+    assert dead.job.last_error.startswith("CorruptJobError: the stored row of job 'broken' cannot be read")
     assert "base_s must be a finite number > 0 s, got -1.0" in dead.job.last_error
-    assert dead.job.last_error.endswith("(stored base_s=-1, cap_s=60)")
     assert dead.job.payload == '{"order_id":1}' and dead.job.backoff == Backoff()
+    assert queue.jobs() == [lease.job]
+
+
+def test_jobs_dead_letters_a_corrupt_row_and_lists_the_others(queue: PostgresQueue, pg_conninfo: str) -> None:
+    queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2)], ids=["broken", "fine"])
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:
+        con.execute("UPDATE jobqueue_jobs SET max_attempts = 0 WHERE id = 'broken'")
+    assert [job.id for job in queue.jobs()] == ["fine"]
+    [dead] = queue.dead_letters()
+    assert dead.job.id == "broken" and "max_attempts" in (dead.job.last_error or "")
+
+
+def test_a_corrupt_dead_letter_is_read_as_its_stand_in(queue: PostgresQueue, pg_conninfo: str) -> None:
+    queue.enqueue(RENDER_INVOICE, invoice(1), id="gone")
+    lease = queue.claim()
+    assert lease is not None
+    queue.fail(lease, "boom", permanent=True)
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:
+        con.execute("UPDATE jobqueue_jobs SET cap_s = 'NaN' WHERE id = 'gone'")
+    [dead] = queue.dead_letters()
+    assert dead.job.last_error is not None and dead.job.last_error.startswith("CorruptJobError")
+    assert dead.job.last_error.endswith("(its last error: boom)")
+    assert queue.discard("gone").job.id == "gone"
+
+
+def test_leased_at_is_the_claim_time_and_feeds_the_stuck_job_alarm(queue: PostgresQueue) -> None:
+    queue.enqueue(RENDER_INVOICE, invoice(1), id="slow")
+    start = queue.clock.now()
+    lease = queue.claim()
+    assert lease is not None and lease.job.leased_at == start
+    clock_of(queue).advance(10)
+    lease = queue.extend_lease(lease)
+    assert lease.job.leased_at == start
+    assert queue.metrics().oldest_leased_age_s == 10.0
+    assert queue.release(lease).leased_at is None
+    assert queue.metrics().oldest_leased_age_s == 0.0
+
+
+def test_hostile_arguments_are_refused_naming_the_value(queue: PostgresQueue) -> None:
+    for bad in ("", 7, b"x"):
+        with pytest.raises(InvalidSettingError, match=re.escape(repr(bad))):
+            queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2)], ids=["ok", bad])  # type: ignore[list-item]
+    assert len(queue) == 0
+    queue.enqueue(RENDER_INVOICE, invoice(1), id="j")
+    lease = queue.claim()
+    assert lease is not None
+    with pytest.raises(InvalidSettingError, match="None"):
+        queue.fail(lease, None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidSettingError, match="'x'"):
+        PostgresQueue("postgresql://nobody@127.0.0.1:1/none", retry="x")  # type: ignore[arg-type]
+    with pytest.raises(InvalidSettingError):
+        queue.replay("")
+
+
+def test_a_lease_given_to_another_queue_is_stale_there(pg_conninfo: str, queue: PostgresQueue) -> None:
+    queue.enqueue(RENDER_INVOICE, invoice(1), id="email-1")
+    lease = queue.claim()
+    assert lease is not None
+    other = PostgresQueue(pg_conninfo, clock=queue.clock)
+    try:
+        other.enqueue(RENDER_INVOICE, invoice(2), id="sms-1")  # same tables: a second job
+        theirs = other.claim()
+        assert theirs is not None and theirs.job.id == "sms-1"
+        forged = Lease(job=theirs.job, token=lease.token)
+        with pytest.raises(StaleLeaseError):
+            other.ack(forged)
+        assert other.ack_many([forged]) == [forged]
+        assert {job.id for job in other.jobs()} == {"email-1", "sms-1"}
+    finally:
+        other.close()
 
 
 def test_tables_of_another_schema_version_are_refused(pg_conninfo: str) -> None:
     PostgresQueue(pg_conninfo).close()
     with psycopg.connect(pg_conninfo, autocommit=True) as con:
         con.execute("UPDATE jobqueue_schema SET version = 99")
-    with pytest.raises(QueueSchemaError, match=r"schema version \[99\].*reads version 1"):
+    with pytest.raises(QueueSchemaError, match=r"schema version \[99\].*reads version 2"):
         PostgresQueue(pg_conninfo)
 
 

@@ -401,7 +401,9 @@ def test_permanent_failure_goes_straight_to_the_dead_letters() -> None:
     assert lease is not None
     assert queue.fail(lease, jq.PermanentJobError("invalid e-mail address"), permanent=True) == "dead"
     [dead] = queue.dead_letters()
-    expected = replace(lease.job, leased_until=None, last_error="PermanentJobError: invalid e-mail address")
+    expected = replace(
+        lease.job, leased_until=None, leased_at=None, last_error="PermanentJobError: invalid e-mail address"
+    )
     assert dead == jq.DeadLetter(job=expected, died_at=3.0)
     assert dead.job.attempts == 1
     assert (len(queue), queue.get("receipt-1001"), queue.claim()) == (0, None, None)

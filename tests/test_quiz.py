@@ -105,6 +105,17 @@ def test_predict_ignores_trailing_whitespace_but_not_content() -> None:
     assert not mark(q, "1 2 4 8 16\n2").correct
 
 
+def test_predict_grades_numbers_by_value_where_the_printed_form_is_incidental() -> None:
+    claim = by_id("l03-claim")  # prints "1 30.0" on its second line
+    assert claim.answer.splitlines()[1] == "1 30.0"
+    assert mark(claim, claim.answer.replace("1 30.0", "1 30")).correct
+    assert not mark(claim, claim.answer.replace("1 30.0", "1 31")).correct
+    dead = by_id("l05-dead-after-last")  # "retry 1.0" and "[('pick-1001', 2)]"
+    assert mark(dead, dead.answer.replace("retry 1.0", "retry 1").replace("2)]", "2.0)]")).correct
+    assert not mark(dead, dead.answer.replace("retry 1.0", "retry 2")).correct
+    assert not mark(dead, dead.answer.replace("pick-1001", "pick-1001.0")).correct  # part of an id: text
+
+
 def test_code_reports_what_went_wrong() -> None:
     q = by_id("l02-retry-times")
     assert "not valid Python" in mark(q, "def retry_times(:").problem

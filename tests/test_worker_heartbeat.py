@@ -264,7 +264,7 @@ def test_run_until_finishes_the_job_it_is_running() -> None:
 def test_without_heartbeat_run_one_is_unchanged_and_creates_no_task() -> None:
     clock = ManualClock()
     queue = JobQueue(clock)
-    worker = Worker(queue)
+    worker = Worker(queue, timeout_s=None)  # a time limit has its watchdog task (tests/test_hardening.py)
     worker.register(RENDER_INVOICE, shop.invoice_handler(shop.InvoiceRenderer(clock=clock, latency_s=2)))
     queue.enqueue(RENDER_INVOICE, InvoicePayload(order_id=1001), id="invoice-1001")
 

@@ -19,11 +19,15 @@ from jobqueue.backoff import DEFAULT_BASE_S, DEFAULT_CAP_S, Backoff, RandomFn
 from jobqueue.clock import Clock, ManualClock, SleepingClock, SystemClock
 from jobqueue.durable import DurableQueue
 from jobqueue.errors import (
+    CorruptJobError,
     DeadLetterNotFoundError,
+    HandlerCancelledError,
     InvalidSettingError,
     JobQueueError,
+    JobTimeoutError,
     PayloadError,
     PermanentJobError,
+    QueueFileError,
     QueueFileLockedError,
     QueueUnavailableError,
     StaleLeaseError,
@@ -33,12 +37,20 @@ from jobqueue.errors import (
 from jobqueue.failures import classify_exception, classify_status
 from jobqueue.fanout import Published, Topic
 from jobqueue.idempotency import process_once
-from jobqueue.job import DEFAULT_MAX_ATTEMPTS, DeadLetter, Job, JobType, Lease, RetryPolicy
+from jobqueue.job import (
+    DEFAULT_MAX_ATTEMPTS,
+    MAX_ATTEMPTS_LIMIT,
+    DeadLetter,
+    Job,
+    JobType,
+    Lease,
+    RetryPolicy,
+)
 from jobqueue.metrics import QueueMetrics
 from jobqueue.outbox import Relay
 from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, JobQueue, Queue
 from jobqueue.runner import Runner
-from jobqueue.worker import Handler, Heartbeat, JobEvent, Worker
+from jobqueue.worker import DEFAULT_TIMEOUT_S, Handler, Heartbeat, JobEvent, Worker
 
 if TYPE_CHECKING:
     from jobqueue.postgres import PostgresQueue
@@ -57,20 +69,25 @@ __all__ = [
     "DEFAULT_BASE_S",
     "DEFAULT_CAP_S",
     "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_TIMEOUT_S",
     "DEFAULT_VISIBILITY_TIMEOUT_S",
+    "MAX_ATTEMPTS_LIMIT",
     "Backoff",
     "Clock",
+    "CorruptJobError",
     "DeadLetter",
     "DeadLetterNotFoundError",
     "DurableQueue",
     "FailOutcome",
     "Handler",
+    "HandlerCancelledError",
     "Heartbeat",
     "InvalidSettingError",
     "Job",
     "JobEvent",
     "JobQueue",
     "JobQueueError",
+    "JobTimeoutError",
     "JobType",
     "Lease",
     "ManualClock",
@@ -79,6 +96,7 @@ __all__ = [
     "PostgresQueue",
     "Published",
     "Queue",
+    "QueueFileError",
     "QueueFileLockedError",
     "QueueMetrics",
     "QueueUnavailableError",

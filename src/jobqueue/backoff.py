@@ -29,6 +29,11 @@ DEFAULT_CAP_S = 60.0
 """Largest delay between two attempts, in seconds."""
 
 
+def _is_number(value: object) -> bool:
+    """Whether ``value`` is an int or float, and not a bool."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _check_attempt(attempt: int) -> None:
     if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
         raise InvalidSettingError(f"attempt must be an int >= 1 (attempts count from 1), got {attempt!r}")
@@ -56,7 +61,7 @@ class Backoff:
 
     Raises:
         InvalidSettingError: if ``base_s <= 0``, ``cap_s < base_s``, or either is not
-            finite.
+            a finite number (``True`` is not a number of seconds).
 
     Example: ``Backoff(base_s=1, cap_s=4)`` with ``random`` always 1 gives 1, 2, 4, 4, 4 s
     for attempts 1..5. Introduced in lesson 02.
@@ -66,9 +71,9 @@ class Backoff:
     cap_s: float = DEFAULT_CAP_S
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.base_s) and self.base_s > 0):
+        if not (_is_number(self.base_s) and math.isfinite(self.base_s) and self.base_s > 0):
             raise InvalidSettingError(f"backoff base_s must be a finite number > 0 s, got {self.base_s!r}")
-        if not (math.isfinite(self.cap_s) and self.cap_s >= self.base_s):
+        if not (_is_number(self.cap_s) and math.isfinite(self.cap_s) and self.cap_s >= self.base_s):
             raise InvalidSettingError(
                 f"backoff cap_s must be finite and >= base_s ({self.base_s!r} s), got {self.cap_s!r}"
             )

@@ -49,7 +49,7 @@ from jobqueue.job import check_count, check_positive_seconds
 from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
 from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, Queue
 from jobqueue.runner import DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
-from jobqueue.worker import JobEvent, Worker
+from jobqueue.worker import DEFAULT_TIMEOUT_S, JobEvent, Worker
 
 Register = Callable[[Worker], object]
 """A function that registers handlers on a worker (what ``--handlers`` names)."""
@@ -158,7 +158,7 @@ def _worker(args: argparse.Namespace) -> int:
     if not is_url(args.file) and not Path(args.file).exists():
         _log(f"creating queue file {args.file}")
     with open_queue(args.file, visibility_timeout_s=args.visibility_timeout) as queue:
-        worker = Worker(queue, on_event=_log, heartbeat_s=args.heartbeat)
+        worker = Worker(queue, on_event=_log, heartbeat_s=args.heartbeat, timeout_s=args.timeout)
         args.handlers(worker)
         runner = Runner(
             worker,
@@ -326,6 +326,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     worker.add_argument(
         "--heartbeat", type=seconds, default=10.0, help="seconds between lease extensions of a running job"
+    )
+    worker.add_argument(
+        "--timeout",
+        type=seconds,
+        default=DEFAULT_TIMEOUT_S,
+        help="time limit of one attempt in seconds, for job types without their own timeout_s",
     )
     worker.add_argument(
         "--visibility-timeout",

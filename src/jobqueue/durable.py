@@ -12,8 +12,10 @@ Two things follow from DuckDB and shape the design:
   a worker process holds the file, no other process can enqueue. So producers and workers
   share one process (an app that runs a :class:`jobqueue.runner.Runner` as a background
   task next to the code that enqueues), and concurrency comes from running many jobs at
-  once in it, not from more processes. The ``jobqueue worker`` command suits jobs queued
-  before it starts, or by its own handlers. PostgreSQL-backed queues (``SELECT … FOR
+  once in it, not from more processes. Within the process, share one ``DurableQueue``
+  object per file: a second one on the same file is refused while the first is open.
+  The ``jobqueue worker`` command suits jobs queued before it starts, or by its own
+  handlers. PostgreSQL-backed queues (``SELECT … FOR
   UPDATE SKIP LOCKED``) lift this limit; DuckDB has no row locks.
 - **Batches.** Every DuckDB statement costs roughly a millisecond, and each call here is a
   few statements and a commit, so one job per call manages only about 50 jobs a second
@@ -32,7 +34,10 @@ Introduced in lesson 11.
 from __future__ import annotations
 
 import random as _random
+import secrets
 import threading
+import traceback
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,10 +47,28 @@ from typing import Any, TypeVar
 import duckdb
 
 from jobqueue import db
-from jobqueue.backoff import Backoff, RandomFn
+from jobqueue._rows import DEAD_COLUMNS, JOB_COLUMNS, dead_from_row, job_from_row, salvage, salvage_dead
+from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock, SystemClock
-from jobqueue.errors import DeadLetterNotFoundError, QueueFileError, QueueFileLockedError, describe_error
-from jobqueue.job import DeadLetter, Job, JobType, Lease, RetryPolicy, check_count, check_positive_seconds
+from jobqueue.errors import (
+    CorruptJobError,
+    DeadLetterNotFoundError,
+    InvalidSettingError,
+    QueueFileError,
+    QueueFileLockedError,
+    describe_failure,
+)
+from jobqueue.job import (
+    DeadLetter,
+    Job,
+    JobType,
+    Lease,
+    RetryPolicy,
+    check_count,
+    check_job_id,
+    check_positive_seconds,
+    check_retry,
+)
 from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics, bucket, check_window
 from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, check_ids, stale_lease
 
@@ -68,8 +91,10 @@ CREATE TABLE IF NOT EXISTS jobqueue_jobs (
     lease_token VARCHAR,
     last_error VARCHAR,
     visible_at DOUBLE NOT NULL,
-    serial BIGINT NOT NULL
+    serial BIGINT NOT NULL,
+    leased_at DOUBLE
 );
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS leased_at DOUBLE;
 CREATE TABLE IF NOT EXISTS jobqueue_dead (
     id VARCHAR PRIMARY KEY,
     type VARCHAR NOT NULL,
@@ -89,8 +114,14 @@ CREATE TABLE IF NOT EXISTS jobqueue_outcomes (
 );
 """
 
-_JOB_COLUMNS = "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error"
-_DEAD_COLUMNS = "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, NULL, last_error, died_at"
+_DUCKDB_MAGIC = b"DUCK"
+"""The bytes at offset 8 of every DuckDB database file."""
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
+
+_open_files: dict[str, tuple[str, object]] = {}  # resolved path -> (where it was opened, owner mark)
+_open_files_lock = threading.Lock()
 
 
 class DurableQueue:
@@ -106,9 +137,14 @@ class DurableQueue:
         random: source of jitter for retry delays, returning floats in ``[0, 1]``.
 
     Raises:
-        QueueFileLockedError: if another process has the file open.
-        QueueFileError: if the file exists but is not a DuckDB database.
-        InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0.
+        QueueFileLockedError: if another process has the file open, or another
+            ``DurableQueue`` of this process does (the message says where it was opened).
+        QueueFileError: if the file exists but is not a DuckDB database (a SQLite file
+            is recognised by its header, without asking DuckDB, which would try to
+            download an extension), or is corrupt; the message names the file.
+        InvalidSettingError: if ``path`` is not a non-empty str or :class:`~pathlib.Path`,
+            ``retry`` is not a :class:`RetryPolicy`, or ``visibility_timeout_s`` is not a
+            finite number > 0.
 
     Every method is one transaction: it commits whole or changes nothing. One queue object
     may be shared by the tasks of an event loop or by threads (calls are serialised).
@@ -130,29 +166,28 @@ class DurableQueue:
     ) -> None:
         self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
         self.clock: Clock = clock if clock is not None else SystemClock()
-        self.retry = retry if retry is not None else RetryPolicy()
-        self.path = str(path)
+        self.retry = check_retry(retry)
+        self.path = _check_path(path)
         self._random = random
         self._lock = threading.RLock()
         self._outcomes = OutcomeLog()  # counted but not yet written to jobqueue_outcomes
         self._flushed_at: int | None = None
         self._closed = False
+        # Lease tokens carry this queue object's random tag, so a lease cannot ack a job
+        # of another queue whose file numbers its tokens the same way.
+        self._tag = secrets.token_hex(4)
+        self._forget = _hold(self, self.path)
         try:
-            self._con = db.connect(path)
-        except duckdb.IOException as exc:
-            if "not a valid DuckDB database" in str(exc):
-                raise QueueFileError(
-                    f"{self.path!r} is not a DuckDB database file, so not a queue file"
-                ) from exc
-            if "lock" not in str(exc).lower():
-                raise
-            raise QueueFileLockedError(
-                f"cannot open queue file {self.path!r}: another process has it open, and DuckDB lets"
-                f" one process at a time open a file for writing. Stop that process first (and run one"
-                f" worker process per queue file, with more concurrency, not two). DuckDB said: {exc}"
-            ) from exc
-        with self._transaction() as con:
-            con.execute(_SCHEMA)
+            self._con = _open(self.path)
+            try:
+                with self._transaction() as con:
+                    con.execute(_SCHEMA)
+            except duckdb.Error as exc:
+                self._con.close()
+                raise QueueFileError(f"cannot set up queue file {self.path!r}: {exc}") from exc
+        except BaseException:
+            self._forget()
+            raise
 
     # -- opening and closing ---------------------------------------------------------
 
@@ -163,9 +198,12 @@ class DurableQueue:
         """
         with self._lock:
             if not self._closed:
-                self._flush(self.clock.now())
-                self._con.close()
-                self._closed = True
+                try:
+                    self._flush(self.clock.now())
+                finally:
+                    self._con.close()
+                    self._closed = True
+                    self._forget()
 
     def __enter__(self) -> DurableQueue:
         return self
@@ -211,7 +249,7 @@ class DurableQueue:
             if new_rows:
                 con.execute(
                     "INSERT INTO jobqueue_jobs SELECT unnest($ids), $type, unnest($payloads), 0, $max,"
-                    " $base, $cap, $now, NULL, NULL, NULL, $now, nextval('jobqueue_serial')",
+                    " $base, $cap, $now, NULL, NULL, NULL, $now, nextval('jobqueue_serial'), NULL",
                     {
                         "ids": list(new_rows),
                         "payloads": list(new_rows.values()),
@@ -246,7 +284,9 @@ class DurableQueue:
         """Claim up to ``limit`` due jobs in one transaction, longest-claimable first.
 
         Each claim counts as an attempt and hides its job for the visibility timeout.
-        Jobs whose final attempt's lease ran out are dead-lettered first.
+        Jobs whose final attempt's lease ran out are dead-lettered first. A claimed row
+        that cannot be read back is dead-lettered in the same transaction, its reason a
+        :class:`~jobqueue.errors.CorruptJobError`, and the others are handed out.
 
         Raises:
             InvalidSettingError: if ``limit`` is not an int >= 1.
@@ -270,13 +310,15 @@ class DurableQueue:
             until = now + self.visibility_timeout_s
             rows = con.execute(
                 "UPDATE jobqueue_jobs SET attempts = attempts + 1, leased_until = $until,"
-                " visible_at = $until, lease_token = 'lease-' || nextval('jobqueue_lease'),"
+                " leased_at = $now, visible_at = $until,"
+                " lease_token = 'lease-' || nextval('jobqueue_lease') || '-' || $tag,"
                 " serial = nextval('jobqueue_serial')"
-                f" WHERE id IN (SELECT unnest($ids)) RETURNING {_JOB_COLUMNS}, lease_token",
-                {"until": until, "ids": ids},
+                f" WHERE id IN (SELECT unnest($ids)) RETURNING {JOB_COLUMNS}, lease_token",
+                {"until": until, "now": now, "tag": self._tag, "ids": ids},
             ).fetchall()
-        leases = {row[0]: Lease(job=_job(row[:-1]), token=row[-1]) for row in rows}
-        return [leases[job_id] for job_id in ids]
+            jobs = {job.id: job for job in self._readable(con, [row[:-1] for row in rows], now)}
+        tokens = {row[0]: row[-1] for row in rows}
+        return [Lease(job=jobs[job_id], token=tokens[job_id]) for job_id in ids if job_id in jobs]
 
     def ack(self, lease: Lease) -> None:
         """Mark the leased job done: its row is deleted; see :meth:`JobQueue.ack`.
@@ -315,8 +357,9 @@ class DurableQueue:
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
+            InvalidSettingError: if ``error`` is neither an exception nor a str.
         """
-        message = error if isinstance(error, str) else describe_error(error)
+        message = describe_failure(error)
         outcome: FailOutcome
         with self._transaction() as con:
             job = self._check_holder(con, lease)
@@ -329,7 +372,8 @@ class DurableQueue:
                 run_at = now + job.backoff.delay_s(job.attempts, self._random)
                 con.execute(
                     "UPDATE jobqueue_jobs SET run_at = $run_at, visible_at = $run_at, leased_until = NULL,"
-                    " lease_token = NULL, last_error = $error, serial = nextval('jobqueue_serial')"
+                    " leased_at = NULL, lease_token = NULL, last_error = $error,"
+                    " serial = nextval('jobqueue_serial')"
                     " WHERE id = $id",
                     {"run_at": run_at, "error": message, "id": job.id},
                 )
@@ -349,10 +393,10 @@ class DurableQueue:
             self._check_holder(con, lease)
             row = con.execute(
                 "UPDATE jobqueue_jobs SET leased_until = $until, visible_at = greatest(run_at, $until),"
-                f" serial = nextval('jobqueue_serial') WHERE id = $id RETURNING {_JOB_COLUMNS}",
+                f" serial = nextval('jobqueue_serial') WHERE id = $id RETURNING {JOB_COLUMNS}",
                 {"until": self.clock.now() + extra_s, "id": lease.job.id},
             ).fetchall()[0]
-        return Lease(job=_job(row), token=lease.token)
+        return Lease(job=_lenient(row), token=lease.token)
 
     def release(self, lease: Lease) -> Job:
         """Give a claimed job back unrun, due now, the attempt not counted; see :meth:`JobQueue.release`.
@@ -364,11 +408,11 @@ class DurableQueue:
             self._check_holder(con, lease)
             row = con.execute(
                 "UPDATE jobqueue_jobs SET attempts = attempts - 1, run_at = $now, visible_at = $now,"
-                " leased_until = NULL, lease_token = NULL, serial = nextval('jobqueue_serial')"
-                f" WHERE id = $id RETURNING {_JOB_COLUMNS}",
+                " leased_until = NULL, leased_at = NULL, lease_token = NULL,"
+                f" serial = nextval('jobqueue_serial') WHERE id = $id RETURNING {JOB_COLUMNS}",
                 {"now": self.clock.now(), "id": lease.job.id},
             ).fetchall()[0]
-        return _job(row)
+        return _lenient(row)
 
     # -- dead letters ------------------------------------------------------------------
 
@@ -378,6 +422,7 @@ class DurableQueue:
         Raises:
             DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
         """
+        check_job_id(job_id)
         with self._transaction() as con:
             now = self.clock.now()
             rows = con.execute(
@@ -389,13 +434,11 @@ class DurableQueue:
                 raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
             con.execute(
                 "INSERT INTO jobqueue_jobs VALUES (?, ?, ?, 0, ?, ?, ?, ?, NULL, NULL, ?, ?,"
-                " nextval('jobqueue_serial'))",
+                " nextval('jobqueue_serial'), NULL)",
                 [*rows[0][:6], now, rows[0][6], now],
             )
-            row = con.execute(f"SELECT {_JOB_COLUMNS} FROM jobqueue_jobs WHERE id = ?", [job_id]).fetchall()[
-                0
-            ]
-        return _job(row)
+            row = con.execute(f"SELECT {JOB_COLUMNS} FROM jobqueue_jobs WHERE id = ?", [job_id]).fetchall()[0]
+        return _lenient(row)
 
     def discard(self, job_id: str) -> DeadLetter:
         """Delete a dead letter that has been dealt with, and return it.
@@ -403,35 +446,48 @@ class DurableQueue:
         Raises:
             DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
         """
+        check_job_id(job_id)
         with self._transaction() as con:
             rows = con.execute(
-                f"DELETE FROM jobqueue_dead WHERE id = ? RETURNING {_DEAD_COLUMNS}", [job_id]
+                f"DELETE FROM jobqueue_dead WHERE id = ? RETURNING {DEAD_COLUMNS}", [job_id]
             ).fetchall()
-        if not rows:
-            raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
-        return _dead(rows[0])
+            if not rows:
+                raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
+            return self._readable_dead(con, rows, self.clock.now(), rewrite=False)[0]
 
     # -- looking inside ----------------------------------------------------------------
 
     def get(self, job_id: str) -> Job | None:
-        """The record of a waiting or leased job, or ``None`` (done, dead or never seen)."""
-        with self._read() as con:
-            rows = con.execute(f"SELECT {_JOB_COLUMNS} FROM jobqueue_jobs WHERE id = ?", [job_id]).fetchall()
-        return _job(rows[0]) if rows else None
+        """The record of a waiting or leased job, or ``None`` (done, dead or never seen).
+
+        A row that cannot be read is dead-lettered (:class:`~jobqueue.errors.CorruptJobError`).
+        """
+        jobs = self._select_jobs(f"SELECT {JOB_COLUMNS} FROM jobqueue_jobs WHERE id = ?", [job_id])
+        return jobs[0] if jobs else None
 
     def jobs(self) -> list[Job]:
-        """Records of every waiting or leased job, in the order they become claimable."""
-        with self._read() as con:
-            rows = con.execute(
-                f"SELECT {_JOB_COLUMNS} FROM jobqueue_jobs ORDER BY visible_at, serial"
-            ).fetchall()
-        return [_job(row) for row in rows]
+        """Records of every waiting or leased job, in the order they become claimable.
+
+        Rows that cannot be read are dead-lettered (:class:`~jobqueue.errors.CorruptJobError`)
+        and left out.
+        """
+        return self._select_jobs(f"SELECT {JOB_COLUMNS} FROM jobqueue_jobs ORDER BY visible_at, serial", [])
 
     def dead_letters(self) -> list[DeadLetter]:
-        """The dead-letter queue: jobs that will not be retried, oldest death first."""
+        """The dead-letter queue: jobs that will not be retried, oldest death first.
+
+        A dead row that cannot be read is rewritten with readable values, its reason
+        prefixed with the :class:`~jobqueue.errors.CorruptJobError` that says what was wrong.
+        """
+        query = f"SELECT {DEAD_COLUMNS} FROM jobqueue_dead ORDER BY died_at, id"
         with self._read() as con:
-            rows = con.execute(f"SELECT {_DEAD_COLUMNS} FROM jobqueue_dead ORDER BY died_at, id").fetchall()
-        return [_dead(row) for row in rows]
+            rows = con.execute(query).fetchall()
+        try:
+            return [dead_from_row(row) for row in rows]
+        except CorruptJobError:  # rare: rewrite the bad rows, in a transaction
+            with self._transaction() as con:
+                rows = con.execute(query).fetchall()
+                return self._readable_dead(con, rows, self.clock.now(), rewrite=True)
 
     def next_visible_at(self) -> float | None:
         """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""
@@ -449,11 +505,13 @@ class DurableQueue:
         self._flush(self.clock.now())
         with self._transaction() as con:
             now = self.clock.now()
-            waiting, scheduled, leased, oldest_s = con.execute(
+            waiting, scheduled, leased, oldest_s, oldest_leased_s = con.execute(
                 "SELECT count(*) FILTER (WHERE visible_at <= $now),"
                 " count(*) FILTER (WHERE visible_at > $now AND coalesce(leased_until <= $now, true)),"
                 " count(*) FILTER (WHERE leased_until > $now),"
-                " coalesce(max($now - visible_at) FILTER (WHERE visible_at <= $now), 0.0) FROM jobqueue_jobs",
+                " coalesce(max($now - visible_at) FILTER (WHERE visible_at <= $now), 0.0),"
+                " coalesce(max($now - leased_at) FILTER (WHERE leased_until > $now), 0.0)"
+                " FROM jobqueue_jobs",
                 {"now": now},
             ).fetchall()[0]
             done, failed = con.execute(
@@ -468,6 +526,7 @@ class DurableQueue:
             scheduled=scheduled,
             leased=leased,
             oldest_waiting_age_s=float(oldest_s),
+            oldest_leased_age_s=float(oldest_leased_s),
             window_s=window_s,
             done=int(done),
             failed=int(failed),
@@ -497,14 +556,62 @@ class DurableQueue:
             yield self._con
 
     def _find(self, con: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[Job]:
-        """Records of the given ids, live or dead, in no particular order."""
+        """Records of the given ids, live or dead, in no particular order (corrupt ones salvaged)."""
         rows = con.execute(
-            f"SELECT {_JOB_COLUMNS} FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids))"
-            f" UNION ALL SELECT {_DEAD_COLUMNS.removesuffix(', died_at')} FROM jobqueue_dead"
+            f"SELECT {JOB_COLUMNS} FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids))"
+            f" UNION ALL SELECT {DEAD_COLUMNS.removesuffix(', died_at')} FROM jobqueue_dead"
             " WHERE id IN (SELECT unnest($ids))",
             {"ids": list(ids)},
         ).fetchall()
-        return [_job(row) for row in rows]
+        return [_lenient(row) for row in rows]
+
+    def _select_jobs(self, query: str, params: list[Any]) -> list[Job]:
+        """The jobs a SELECT of :data:`JOB_COLUMNS` finds; rows that cannot be read are dead-lettered."""
+        with self._read() as con:
+            rows = con.execute(query, params).fetchall()
+        try:
+            return [job_from_row(row) for row in rows]
+        except CorruptJobError:  # rare: read again in a transaction that buries the bad rows
+            with self._transaction() as con:
+                rows = con.execute(query, params).fetchall()
+                return self._readable(con, rows, self.clock.now())
+
+    def _readable(
+        self, con: duckdb.DuckDBPyConnection, rows: Sequence[Sequence[Any]], now: float
+    ) -> list[Job]:
+        """The jobs of live ``rows``, in order; rows that cannot be read are dead-lettered instead."""
+        jobs, corrupt = [], []
+        for row in rows:
+            try:
+                jobs.append(job_from_row(row))
+            except CorruptJobError as exc:
+                corrupt.append(salvage(row, exc))
+        for job in corrupt:  # rare: one statement each is fine
+            con.execute("DELETE FROM jobqueue_jobs WHERE id = ?", [job.id])
+            con.execute(
+                "INSERT INTO jobqueue_dead VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [*_stored(job), now],
+            )
+        return jobs
+
+    def _readable_dead(
+        self, con: duckdb.DuckDBPyConnection, rows: Sequence[Sequence[Any]], now: float, *, rewrite: bool
+    ) -> list[DeadLetter]:
+        """The dead letters of ``rows``, in order; rows that cannot be read are salvaged (and rewritten)."""
+        letters = []
+        for row in rows:
+            try:
+                letters.append(dead_from_row(row))
+            except CorruptJobError as exc:
+                letter = salvage_dead(row, exc, now)
+                if rewrite:
+                    con.execute(
+                        "UPDATE jobqueue_dead SET type = ?, payload = ?, attempts = ?, max_attempts = ?,"
+                        " base_s = ?, cap_s = ?, run_at = ?, last_error = ?, died_at = ? WHERE id = ?",
+                        [*_stored(letter.job)[1:], letter.died_at, letter.job.id],
+                    )
+                letters.append(letter)
+        return letters
 
     def _fresh_ids(self, con: duckdb.DuckDBPyConnection, count: int) -> list[str]:
         """``count`` unused ids ``job-N``, N from a sequence that survives restarts."""
@@ -523,9 +630,9 @@ class DurableQueue:
     def _check_holder(self, con: duckdb.DuckDBPyConnection, lease: Lease) -> Job:
         """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
         rows = con.execute(
-            f"SELECT {_JOB_COLUMNS}, lease_token FROM jobqueue_jobs WHERE id = ?", [lease.job.id]
+            f"SELECT {JOB_COLUMNS}, lease_token FROM jobqueue_jobs WHERE id = ?", [lease.job.id]
         ).fetchall()
-        job = _job(rows[0][:-1]) if rows else None
+        job = _lenient(rows[0][:-1]) if rows else None
         current = rows[0][-1] if rows else None
         if job is None or current != lease.token:
             raise stale_lease(lease, job, current)
@@ -596,22 +703,95 @@ class DurableQueue:
             self._flushed_at = bucket(now)
 
 
-def _job(row: Sequence[Any]) -> Job:
-    """A :class:`Job` from a row of ``_JOB_COLUMNS``."""
-    job_id, job_type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error = row
-    return Job(
-        id=job_id,
-        type=job_type,
-        payload=payload,
-        attempts=attempts,
-        max_attempts=max_attempts,
-        backoff=Backoff(base_s=base_s, cap_s=cap_s),
-        run_at=run_at,
-        leased_until=leased_until,
-        last_error=last_error,
+def _lenient(row: Sequence[Any]) -> Job:
+    """The job of a live row; a row that cannot be read gives its salvaged stand-in."""
+    try:
+        return job_from_row(row)
+    except CorruptJobError as exc:
+        return salvage(row, exc)
+
+
+def _stored(job: Job) -> list[Any]:
+    """The values of a dead-letter row for ``job``, ``died_at`` left out."""
+    backoff = job.backoff
+    return [
+        job.id,
+        job.type,
+        job.payload,
+        job.attempts,
+        job.max_attempts,
+        backoff.base_s,
+        backoff.cap_s,
+        job.run_at,
+        job.last_error,
+    ]
+
+
+def _check_path(path: object) -> str:
+    """``path`` as text, if it names a file or is exactly ``":memory:"``."""
+    if not isinstance(path, str | Path):
+        raise InvalidSettingError(f"a queue's path must be a str or Path (or ':memory:'), got {path!r}")
+    text = str(path)
+    if not text or (text.startswith(":memory:") and text != ":memory:"):
+        raise InvalidSettingError(
+            f"a queue's path must name a file, or be exactly ':memory:' for a throwaway queue, got {text!r}"
+        )
+    return text
+
+
+def _hold(queue: DurableQueue, path: str) -> weakref.finalize[Any, Any]:
+    """Mark ``path`` as held by ``queue`` in this process; the result lets it go (once).
+
+    Raises:
+        QueueFileLockedError: naming the file and where its holder was opened, if another
+            open ``DurableQueue`` of this process holds it.
+    """
+    if path == ":memory:":
+        return weakref.finalize(queue, lambda: None)  # every ":memory:" queue is its own database
+    key = str(Path(path).resolve())
+    caller = next(
+        (frame for frame in reversed(traceback.extract_stack()[:-2]) if frame.filename != __file__),
+        None,
     )
+    where = "an unknown place" if caller is None else f"{Path(caller.filename).name}:{caller.lineno}"
+    mark = object()
+    with _open_files_lock:
+        held = _open_files.get(key)
+        if held is not None:
+            raise QueueFileLockedError(
+                f"queue file {path!r} is already open in this process: a DurableQueue opened at"
+                f" {held[0]} holds it and was not closed. Share that one object (it is safe across"
+                " tasks and threads), or close it first."
+            )
+        _open_files[key] = (where, mark)
+    return weakref.finalize(queue, _let_go, key, mark)
 
 
-def _dead(row: Sequence[Any]) -> DeadLetter:
-    """A :class:`DeadLetter` from a row of ``_DEAD_COLUMNS``."""
-    return DeadLetter(job=_job(row[:-1]), died_at=row[-1])
+def _let_go(key: str, mark: object) -> None:
+    with _open_files_lock:
+        if _open_files.get(key, (None, None))[1] is mark:
+            del _open_files[key]
+
+
+def _open(path: str) -> duckdb.DuckDBPyConnection:
+    """Connect to the queue file, refusing a file that is not a DuckDB database before DuckDB reads it."""
+    file = Path(path)
+    if path != ":memory:" and file.is_file():
+        with file.open("rb") as stream:
+            head = stream.read(16)
+        if head == _SQLITE_MAGIC:
+            raise QueueFileError(f"{path!r} is a SQLite database, not a queue file (a DuckDB database)")
+        if head[8:12] != _DUCKDB_MAGIC:
+            raise QueueFileError(f"{path!r} is not a DuckDB database file, so not a queue file")
+    try:
+        return db.connect(path)
+    except duckdb.IOException as exc:
+        if "lock" not in str(exc).lower():
+            raise QueueFileError(f"cannot open queue file {path!r}: {exc}") from exc
+        raise QueueFileLockedError(
+            f"cannot open queue file {path!r}: another process has it open, and DuckDB lets"
+            f" one process at a time open a file for writing. Stop that process first (and run one"
+            f" worker process per queue file, with more concurrency, not two). DuckDB said: {exc}"
+        ) from exc
+    except duckdb.Error as exc:  # "Corrupt database file: ..." names no file
+        raise QueueFileError(f"cannot open queue file {path!r}, it is damaged: {exc}") from exc

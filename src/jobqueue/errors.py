@@ -63,6 +63,36 @@ class PermanentJobError(JobQueueError):
     """
 
 
+class JobTimeoutError(JobQueueError, TimeoutError):
+    """An attempt ran past its time limit (``timeout_s``), so the worker cancelled it.
+
+    The attempt fails as transient, so the job is retried after its backoff like any
+    timeout, until its attempts run out. The limit is the job type's ``timeout_s``, or the
+    worker's default (Celery's ``time_limit``, arq's ``job_timeout``). The message names
+    the job, its attempt and the limit in seconds. Introduced in lesson 06.
+    """
+
+
+class HandlerCancelledError(JobQueueError):
+    """A handler raised :class:`asyncio.CancelledError` though nothing had cancelled it.
+
+    A ``CancelledError`` is how asyncio stops a task; raised by a handler on its own (an
+    inner task it awaited was cancelled, say) it would stop the worker and every job
+    running beside it. The worker fails only that attempt instead, as transient.
+    Introduced in lesson 11.
+    """
+
+
+class CorruptJobError(JobQueueError):
+    """A stored job row cannot be read back as a job (a backoff of 0 s, a NULL count...).
+
+    Someone edited the table by hand, or an old version wrote it. The queue dead-letters
+    the row with this error's message as its reason instead of failing the call, so the
+    jobs beside it are claimed and listed as usual. The message names the job and the bad
+    value. Introduced in lesson 11.
+    """
+
+
 class TransactionAbortedError(JobQueueError):
     """A statement inside a DuckDB transaction failed and the transaction was rolled back.
 
@@ -74,14 +104,18 @@ class TransactionAbortedError(JobQueueError):
 
 
 class QueueFileError(JobQueueError):
-    """A durable queue's file cannot be used: it is not a DuckDB database, or it is locked.
+    """A durable queue's file cannot be used: not a DuckDB database (SQLite, text...), corrupt, or locked.
 
     The message names the file.
     """
 
 
 class QueueFileLockedError(QueueFileError):
-    """A durable queue's DuckDB file is open in another process.
+    """A durable queue's DuckDB file is open in another process, or already in this one.
+
+    In this process, a second :class:`~jobqueue.durable.DurableQueue` on a file that one
+    still holds open is refused as well: two objects on one file would race each other's
+    transactions. The message then names where the first one was opened.
 
     DuckDB lets one process at a time open a file for writing, so every worker of one
     queue file runs in one process (use the worker's concurrency instead of more
@@ -93,6 +127,21 @@ class QueueFileLockedError(QueueFileError):
 def describe_error(error: BaseException) -> str:
     """Render an exception as the queue stores it: ``"ErrorClass: message"``."""
     return f"{type(error).__name__}: {error}"
+
+
+def describe_failure(error: BaseException | str) -> str:
+    """What ``fail(lease, error)`` stores: a message as it is, an exception as ``"ErrorClass: message"``.
+
+    Every queue's ``fail`` calls it before changing anything.
+
+    Raises:
+        InvalidSettingError: naming the value, if ``error`` is neither (``None``, say).
+    """
+    if isinstance(error, str):
+        return error
+    if isinstance(error, BaseException):
+        return describe_error(error)
+    raise InvalidSettingError(f"fail() needs the exception or a message, got {error!r}")
 
 
 class QueueUnavailableError(JobQueueError):

@@ -31,6 +31,12 @@ runs it again (a bounded number of times): the retry sees the committed id and s
 If the other transaction committed before the loser's first statement, the insert returns
 no row and the loser skips at once.
 
+Fencing (:func:`apply_fenced`) guards an effect against a holder whose lease ran out
+while it was paused: the effect carries a number that grows with each new holder (the
+attempt number of the lease), and the resource refuses an effect older than the newest
+it has applied. The term and the idea are from Martin Kleppmann's *Designing
+Data-Intensive Applications*, chapter 8 ("fencing tokens"). Introduced in lesson 06.
+
 Introduced in lesson 07.
 """
 
@@ -56,6 +62,11 @@ SCHEMA = (
 )
 """The module's one table: the ids of processed messages, with the time (seconds, from a
 :class:`~jobqueue.clock.Clock`) each was processed."""
+
+FENCING_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS fencing_tokens (resource VARCHAR PRIMARY KEY, token BIGINT NOT NULL)",
+)
+"""The table of :func:`apply_fenced`: the highest fencing token applied to each resource."""
 
 _CONFLICTS = (duckdb.TransactionException, duckdb.ConstraintException)
 
@@ -179,3 +190,73 @@ def _record(con: duckdb.DuckDBPyConnection, message_id: str, now_s: float) -> bo
 def _check_message_id(message_id: object) -> None:
     if not isinstance(message_id, str) or not message_id.strip():
         raise InvalidSettingError(f"message_id must be a non-empty string, got {message_id!r}")
+
+
+def create_fencing_table(con: duckdb.DuckDBPyConnection) -> None:
+    """Create ``fencing_tokens`` (:data:`FENCING_SCHEMA`) if it does not exist yet.
+
+    Introduced in lesson 06.
+    """
+    with db.transaction(con):
+        for statement in FENCING_SCHEMA:
+            con.execute(statement)
+
+
+def apply_fenced(
+    con: duckdb.DuckDBPyConnection,
+    resource: str,
+    token: int,
+    effect: Effect,
+    *,
+    max_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
+) -> bool:
+    """Apply ``effect`` to ``resource`` unless an effect with a newer token was applied to it.
+
+    In one transaction the highest token applied to ``resource`` is read from
+    ``fencing_tokens``; if ``token`` is lower, nothing happens. Otherwise ``token``
+    becomes the highest and ``effect(con)`` runs, both committed together. An equal token
+    is let through: it is the same holder writing again. A lease cannot stop a holder
+    that was paused (a long garbage collection, a suspended VM) and wakes after its lease
+    ran out and the job was claimed again; the resource can refuse its late effect.
+
+    Args:
+        con: the connection to use; the effect writes through it.
+        resource: what the effect changes, e.g. ``"order-1001"``: a non-empty string.
+        token: the fencing token, an int >= 0 that grows with each new holder, such as
+            the lease's attempt number (``lease.job.attempts``).
+        effect: the writes to make, through the connection it is passed.
+        max_attempts: how many times to run the transaction when writers collide
+            (>= 1, default 5), as :func:`process_once` does.
+
+    Returns:
+        ``True`` if the effect ran, ``False`` if it was refused as older than one applied.
+
+    Raises:
+        InvalidSettingError: if ``resource`` is not a non-empty string or ``token`` is not
+            an int >= 0; nothing is written.
+        Exception: whatever ``effect`` raised, after rolling back the token and the effect.
+
+    Introduced in lesson 06.
+    """
+    if not isinstance(resource, str) or not resource:
+        raise InvalidSettingError(f"resource must be a non-empty string, got {resource!r}")
+    check_count("token", token, least=0)
+    check_count("max_attempts", max_attempts)
+    for attempt in range(1, max_attempts + 1):
+        try:
+            with db.transaction(con):
+                rows = con.execute(
+                    "SELECT token FROM fencing_tokens WHERE resource = ?", [resource]
+                ).fetchall()
+                if rows and token < rows[0][0]:
+                    return False
+                if rows:
+                    con.execute("UPDATE fencing_tokens SET token = ? WHERE resource = ?", [token, resource])
+                else:
+                    con.execute("INSERT INTO fencing_tokens VALUES (?, ?)", [resource, token])
+                effect(con)
+            return True
+        except _CONFLICTS:
+            if attempt == max_attempts:
+                raise
+    raise AssertionError("unreachable: the loop returns or raises")

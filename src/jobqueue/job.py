@@ -24,6 +24,14 @@ P = TypeVar("P")
 DEFAULT_MAX_ATTEMPTS = 5
 """Attempts a job gets before it is dead-lettered, counting the first run."""
 
+MAX_ATTEMPTS_LIMIT = 1_000_000
+"""The largest ``max_attempts`` a retry policy accepts.
+
+Every backend stores attempt counts in a 32-bit integer column (up to 2,147,483,647), so
+one bound, far below that, holds for all of them. A million attempts at a 60 s backoff cap
+is almost two years of retries.
+"""
+
 
 @dataclass(frozen=True, kw_only=True)
 class RetryPolicy:
@@ -34,7 +42,8 @@ class RetryPolicy:
         backoff: delay rule between attempts. Default 1 s base, 60 s cap.
 
     Raises:
-        InvalidSettingError: if ``max_attempts`` is not an int >= 1.
+        InvalidSettingError: if ``max_attempts`` is not an int from 1 to
+            :data:`MAX_ATTEMPTS_LIMIT`, or ``backoff`` is not a :class:`Backoff`.
 
     Each job type deserves its own: a receipt that arrives hours late is still useful, a
     login code five minutes late is not. Introduced in lesson 04.
@@ -45,6 +54,12 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         check_count("max_attempts", self.max_attempts)
+        if self.max_attempts > MAX_ATTEMPTS_LIMIT:
+            raise InvalidSettingError(
+                f"max_attempts must be at most {MAX_ATTEMPTS_LIMIT:,}, got {self.max_attempts!r}"
+            )
+        if not isinstance(self.backoff, Backoff):
+            raise InvalidSettingError(f"backoff must be a Backoff, got {self.backoff!r}")
 
 
 class JobType(Generic[P]):
@@ -55,19 +70,37 @@ class JobType(Generic[P]):
         payload_type: the payload class, typically a frozen dataclass of plain values
             (ids, strings, numbers), never whole objects or secrets.
         retry: this type's retry policy; ``None`` uses the queue's default.
+        timeout_s: this type's time limit per attempt, in seconds (> 0); ``None`` uses
+            the worker's (:attr:`jobqueue.worker.Worker.timeout_s`). An attempt that runs
+            longer is cancelled and fails with :class:`~jobqueue.errors.JobTimeoutError`,
+            which is retried like any transient error (Celery's ``time_limit``).
 
     Raises:
-        InvalidSettingError: if ``name`` is empty.
+        InvalidSettingError: if ``name`` is not a non-empty str, ``payload_type`` is not
+            a class, ``retry`` is not a :class:`RetryPolicy`, or ``timeout_s`` is not a
+            finite number of seconds > 0.
 
-    Introduced in lesson 03.
+    Introduced in lesson 03; ``timeout_s`` in lesson 06.
     """
 
-    def __init__(self, name: str, payload_type: type[P], *, retry: RetryPolicy | None = None) -> None:
-        if not name:
-            raise InvalidSettingError(f"a job type needs a non-empty name, got {name!r}")
+    def __init__(
+        self,
+        name: str,
+        payload_type: type[P],
+        *,
+        retry: RetryPolicy | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise InvalidSettingError(f"a job type needs a non-empty str name, got {name!r}")
+        if not isinstance(payload_type, type):
+            raise InvalidSettingError(f"payload_type must be a class, got {payload_type!r}")
+        if retry is not None:
+            check_retry(retry)
         self.name = name
         self.payload_type = payload_type
         self.retry = retry
+        self.timeout_s = None if timeout_s is None else check_positive_seconds("timeout_s", timeout_s)
         self._adapter: pydantic.TypeAdapter[P] = pydantic.TypeAdapter(payload_type)
 
     def dump(self, payload: P) -> str:
@@ -75,8 +108,8 @@ class JobType(Generic[P]):
 
         Raises:
             PayloadError: if ``payload`` is not an instance of :attr:`payload_type`, holds
-                a value JSON cannot represent, or would not read back as valid (a NaN
-                float, for one, becomes JSON ``null``).
+                a value JSON cannot represent (NaN or infinity anywhere, named by its
+                field), or would not read back as valid.
         """
         if not isinstance(payload, self.payload_type):
             raise PayloadError(
@@ -88,6 +121,13 @@ class JobType(Generic[P]):
             raise PayloadError(
                 f"payload {payload!r} of job type {self.name!r} is not JSON-serialisable: {exc}"
             ) from exc
+        where = _non_finite(self._adapter.dump_python(payload, warnings=False))
+        if where is not None:
+            field_name, value = where
+            raise PayloadError(
+                f"payload {payload!r} of job type {self.name!r} holds {value!r} in {field_name}:"
+                " JSON has no NaN or infinity (it would be stored as null)"
+            )
         try:
             self._adapter.validate_json(data, strict=True)
         except pydantic.ValidationError as exc:
@@ -113,6 +153,23 @@ class JobType(Generic[P]):
         return f"JobType({self.name!r}, {self.payload_type.__name__})"
 
 
+def _non_finite(value: object, where: str = "payload") -> tuple[str, float] | None:
+    """The first NaN or infinity in a dumped payload, as ``(dotted field path, value)``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where, value
+    if isinstance(value, dict):
+        items: list[tuple[object, object]] = list(value.items())
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = list(enumerate(value))
+    else:
+        return None
+    for key, item in items:
+        found = _non_finite(item, str(key) if where == "payload" else f"{where}.{key}")
+        if found is not None:
+            return found
+    return None
+
+
 def _problems(exc: pydantic.ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, err['loc'])) or 'payload'}: {err['msg']}" for err in exc.errors())
 
@@ -130,6 +187,8 @@ class Job:
         backoff: delay rule between this job's attempts.
         run_at: earliest time the job may be claimed.
         leased_until: while a worker holds it, the time its lease runs out; else ``None``.
+        leased_at: while a worker holds it, when it was claimed (a heartbeat does not
+            change it); else ``None``. The metrics' oldest leased age counts from here.
         last_error: the most recent failure, as ``"ErrorClass: message"``.
 
     Introduced in lesson 03.
@@ -143,6 +202,7 @@ class Job:
     backoff: Backoff = field(default_factory=Backoff)
     run_at: float = 0.0
     leased_until: float | None = None
+    leased_at: float | None = field(default=None, repr=False)
     last_error: str | None = None
 
     def visible_at(self) -> float:
@@ -203,3 +263,30 @@ def check_positive_seconds(name: str, value: float) -> float:
     ):
         raise InvalidSettingError(f"{name} must be a finite number of seconds > 0, got {value!r}")
     return value
+
+
+def check_job_id(value: object, name: str = "id") -> str:
+    """Return ``value`` if it is a non-empty str, as every job id must be.
+
+    Both queues call it for every id they are given (and for every id ``new_id`` makes),
+    so an int, bytes or empty id is refused before anything is stored.
+
+    Raises:
+        InvalidSettingError: naming ``name`` and the bad value.
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidSettingError(f"a job {name} must be a non-empty str, got {value!r}")
+    return value
+
+
+def check_retry(retry: object) -> RetryPolicy:
+    """Return ``retry`` if it is a :class:`RetryPolicy`; ``None`` gives the default policy.
+
+    Raises:
+        InvalidSettingError: naming the bad value.
+    """
+    if retry is None:
+        return RetryPolicy()
+    if not isinstance(retry, RetryPolicy):
+        raise InvalidSettingError(f"retry must be a RetryPolicy, got {retry!r}")
+    return retry

@@ -3,7 +3,9 @@
 A queue that is falling behind shows it first in the *age of the oldest waiting job*
 (how long work has been ready without a worker taking it), then in the count of waiting
 jobs; a broken dependency shows in the *failure rate*; and every *dead letter* is a job
-someone has to look at. SQS publishes the counts as ``ApproximateNumberOfMessagesVisible``
+someone has to look at. A *stuck* job (a handler that never returns while its heartbeat
+keeps the lease alive) shows in none of these: it shows in the *age of the oldest leased
+job*, counted from its claim. SQS publishes the counts as ``ApproximateNumberOfMessagesVisible``
 and ``NotVisible``, and Sidekiq's and BullMQ's dashboards put the same figures first.
 
 The age here is measured from when the job last became claimable (enqueued, retry delay
@@ -45,6 +47,10 @@ class QueueMetrics:
         oldest_waiting_age_s: how long the longest-waiting claimable job has been
             claimable, in seconds; ``0.0`` when none is waiting. Growing means the workers
             are not keeping up.
+        oldest_leased_age_s: how long the longest-held unexpired lease has been held,
+            since its claim (heartbeats do not reset it), in seconds; ``0.0`` when none is
+            leased. The stuck-job alarm: a handler that never returns, kept alive by its
+            heartbeat, shows here and nowhere else.
         window_s: the window of ``done`` and ``failed``, in seconds before ``at``.
         done: attempts acked within the window.
         failed: attempts failed within the window (retried or dead-lettered).
@@ -58,6 +64,7 @@ class QueueMetrics:
     scheduled: int
     leased: int
     oldest_waiting_age_s: float
+    oldest_leased_age_s: float
     window_s: float
     done: int
     failed: int
@@ -75,6 +82,7 @@ class QueueMetrics:
             ("scheduled (retry delay)", f"{self.scheduled}"),
             ("leased", f"{self.leased}"),
             ("oldest waiting job", f"{self.oldest_waiting_age_s:.1f} s"),
+            ("oldest leased job", f"{self.oldest_leased_age_s:.1f} s"),
             (
                 f"failure rate, last {self.window_s:g} s",
                 f"{self.failure_rate:.0%} ({self.failed} failed, {self.done} done)",
@@ -149,10 +157,12 @@ def measure(
 ) -> QueueMetrics:
     """Build a :class:`QueueMetrics` from the records of every waiting or leased job."""
     waiting = scheduled = leased = 0
-    oldest_s = 0.0
+    oldest_s = oldest_leased_s = 0.0
     for job in live:
         if job.leased_until is not None and job.leased_until > now:
             leased += 1
+            if job.leased_at is not None:
+                oldest_leased_s = max(oldest_leased_s, now - job.leased_at)
         elif job.visible_at() > now:
             scheduled += 1
         else:
@@ -164,6 +174,7 @@ def measure(
         scheduled=scheduled,
         leased=leased,
         oldest_waiting_age_s=oldest_s,
+        oldest_leased_age_s=oldest_leased_s,
         window_s=window_s,
         done=done,
         failed=failed,

@@ -50,25 +50,36 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from jobqueue.backoff import Backoff, RandomFn
+from jobqueue._rows import DEAD_COLUMNS, JOB_COLUMNS, salvage, salvage_dead
+from jobqueue._rows import dead_from_row as _dead
+from jobqueue._rows import job_from_row as _job
+from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock, SystemClock
-from jobqueue.durable import _DEAD_COLUMNS as DEAD_COLUMNS
-from jobqueue.durable import _JOB_COLUMNS as JOB_COLUMNS
-from jobqueue.durable import _dead, _job
 from jobqueue.errors import (
+    CorruptJobError,
     DeadLetterNotFoundError,
     InvalidSettingError,
     QueueSchemaError,
     QueueUnavailableError,
-    describe_error,
+    describe_failure,
 )
-from jobqueue.job import DeadLetter, Job, JobType, Lease, RetryPolicy, check_count, check_positive_seconds
+from jobqueue.job import (
+    DeadLetter,
+    Job,
+    JobType,
+    Lease,
+    RetryPolicy,
+    check_count,
+    check_job_id,
+    check_positive_seconds,
+    check_retry,
+)
 from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics, bucket, check_window
 from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, check_ids, stale_lease
 
 P = TypeVar("P")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Version of the ``jobqueue_`` tables this module reads and writes."""
 
 CHANNEL = "jobqueue_jobs"
@@ -140,7 +151,7 @@ class PostgresQueue:
     ) -> None:
         self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
         self.clock: Clock = clock if clock is not None else SystemClock()
-        self.retry = retry if retry is not None else RetryPolicy()
+        self.retry = check_retry(retry)
         self._conninfo = conninfo  # may hold a password: messages use self.server
         self.server = describe_server(conninfo)
         self._random = random
@@ -337,7 +348,7 @@ class PostgresQueue:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
         """
-        message = error if isinstance(error, str) else describe_error(error)
+        message = describe_failure(error)
         outcome: FailOutcome
         with self._connection() as con:
             job = self._check_holder(con, lease)
@@ -429,6 +440,7 @@ class PostgresQueue:
         Raises:
             DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
         """
+        check_job_id(job_id)
         with self._connection() as con:
             rows = con.execute(SQL["replay"], {"id": job_id, "now": self.clock.now()}).fetchall()
         if not rows:
@@ -441,11 +453,12 @@ class PostgresQueue:
         Raises:
             DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
         """
+        check_job_id(job_id)
         with self._connection() as con:
             rows = con.execute(SQL["discard"], {"id": job_id}).fetchall()
         if not rows:
             raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
-        return _dead(rows[0])
+        return _read_dead(rows[0], self.clock.now())
 
     # -- looking inside ----------------------------------------------------------------
 
@@ -456,14 +469,26 @@ class PostgresQueue:
         return _job(rows[0]) if rows else None
 
     def jobs(self) -> list[Job]:
-        """Records of every waiting or leased job, in the order they become claimable."""
+        """Records of every waiting or leased job, in the order they become claimable.
+
+        A row that cannot be read is dead-lettered with the reason
+        (:class:`~jobqueue.errors.CorruptJobError`) and left out.
+        """
         with self._connection() as con:
-            return [_job(row) for row in con.execute(SQL["jobs"]).fetchall()]
+            found = []
+            for row in con.execute(SQL["jobs"]).fetchall():
+                try:
+                    found.append(_job(row))
+                except CorruptJobError as exc:
+                    self._bury_corrupt(con, row, exc, self.clock.now())
+            return found
 
     def dead_letters(self) -> list[DeadLetter]:
         """The dead-letter queue: jobs that will not be retried, oldest death first."""
         with self._connection() as con:
-            return [_dead(row) for row in con.execute(SQL["dead_letters"]).fetchall()]
+            rows = con.execute(SQL["dead_letters"]).fetchall()
+        now = self.clock.now()
+        return [_read_dead(row, now) for row in rows]
 
     def next_visible_at(self) -> float | None:
         """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""
@@ -485,13 +510,14 @@ class PostgresQueue:
         self._flush(now)
         with self._connection() as con:
             row = con.execute(SQL["metrics"], {"now": now, "since": bucket(now - window_s)}).fetchall()[0]
-        waiting, scheduled, leased, oldest_s, dead, done, failed = row
+        waiting, scheduled, leased, oldest_s, oldest_leased_s, dead, done, failed = row
         return QueueMetrics(
             at=now,
             waiting=waiting,
             scheduled=scheduled,
             leased=leased,
             oldest_waiting_age_s=float(oldest_s),
+            oldest_leased_age_s=float(oldest_leased_s),
             window_s=window_s,
             done=int(done),
             failed=int(failed),
@@ -606,14 +632,28 @@ class PostgresQueue:
         """
         try:
             return Lease(job=_job(row[:-1]), token=row[-1])
-        except Exception as exc:  # any failure to build the record: the row is unusable
-            reason = f"unreadable job row: {describe_error(exc)}"
-            default = Backoff()
-            con.execute(
-                SQL["bury_unreadable"],
-                {"id": row[0], "now": now, "error": reason, "base_s": default.base_s, "cap_s": default.cap_s},
-            )
+        except CorruptJobError as exc:
+            self._bury_corrupt(con, row[:-1], exc, now)
             return None
+
+    def _bury_corrupt(
+        self, con: psycopg.Connection[Any], row: Sequence[Any], error: CorruptJobError, now: float
+    ) -> None:
+        """Dead-letter the live job of ``row`` as its salvaged stand-in, which says what was wrong."""
+        job = salvage(row, error)
+        con.execute(
+            SQL["bury_unreadable"],
+            {
+                "id": job.id,
+                "now": now,
+                "error": job.last_error,
+                "attempts": job.attempts,
+                "max_attempts": job.max_attempts,
+                "base_s": job.backoff.base_s,
+                "cap_s": job.backoff.cap_s,
+                "run_at": job.run_at,
+            },
+        )
 
     def _check_holder(self, con: psycopg.Connection[Any], lease: Lease) -> Job:
         """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
@@ -658,6 +698,14 @@ class PostgresQueue:
                     con.execute(SQL["forget_outcomes"], {"before": bucket(now - RETENTION_S)})
                 self._outcomes.clear()
             self._flushed_at = bucket(now)
+
+
+def _read_dead(row: Sequence[Any], now: float) -> DeadLetter:
+    """The dead letter of ``row``; a row that cannot be read gives its salvaged stand-in."""
+    try:
+        return _dead(row)
+    except CorruptJobError as exc:
+        return salvage_dead(row, exc, now)
 
 
 def describe_server(conninfo: str) -> str:

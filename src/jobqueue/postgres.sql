@@ -22,6 +22,7 @@ CREATE TABLE jobqueue_jobs (
     cap_s double precision NOT NULL,
     run_at double precision NOT NULL,
     leased_until double precision,
+    leased_at double precision,  -- when the current lease was claimed (extend keeps it)
     lease_token text,
     last_error text,
     visible_at double precision NOT NULL,  -- run_at, or the lease's end while leased
@@ -36,7 +37,7 @@ CREATE TABLE jobqueue_outcomes (
     done bigint NOT NULL,
     failed bigint NOT NULL
 );
-INSERT INTO jobqueue_schema VALUES (1);
+INSERT INTO jobqueue_schema VALUES (2);
 
 -- name: lock_schema
 SELECT pg_advisory_xact_lock(hashtext('jobqueue_schema'));
@@ -90,13 +91,13 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 ), buried AS (
     UPDATE jobqueue_jobs AS job
-    SET died_at = %(now)s, leased_until = NULL, lease_token = NULL,
+    SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
         last_error = 'LeaseExpired: final attempt ' || job.attempts || ' was neither acked nor failed in time'
     FROM due WHERE job.id = due_id AND spent
     RETURNING job.id
 ), claimed AS (
     UPDATE jobqueue_jobs AS job
-    SET attempts = job.attempts + 1, leased_until = %(until)s, visible_at = %(until)s,
+    SET attempts = job.attempts + 1, leased_until = %(until)s, leased_at = %(now)s, visible_at = %(until)s,
         lease_token = 'lease-' || nextval('jobqueue_lease'), serial = nextval('jobqueue_serial')
     FROM due WHERE job.id = due_id AND NOT spent
     RETURNING {job_columns}, lease_token, due_visible_at, due_serial
@@ -117,25 +118,26 @@ SELECT {job_columns}, lease_token FROM jobqueue_jobs WHERE id = %(id)s AND died_
 
 -- name: retry
 UPDATE jobqueue_jobs
-SET run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL, lease_token = NULL,
-    last_error = %(error)s, serial = nextval('jobqueue_serial')
+SET run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL, leased_at = NULL,
+    lease_token = NULL, last_error = %(error)s, serial = nextval('jobqueue_serial')
 WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
 RETURNING id;
 
 -- name: bury
 UPDATE jobqueue_jobs
-SET died_at = %(now)s, leased_until = NULL, lease_token = NULL, last_error = %(error)s
+SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
+    last_error = %(error)s
 WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
 RETURNING id;
 
 -- name: bury_unreadable
--- A row that cannot become a Job (its backoff corrupted in the table) is dead-lettered with
--- the reason, which quotes the bad values; the default backoff takes their place so that
--- the dead letter itself can be read.
+-- A row that cannot become a Job (a value corrupted in the table) is dead-lettered as its
+-- salvaged stand-in (jobqueue._rows.salvage): the reason, which quotes the bad value, and
+-- readable values in place of the bad ones, so that the dead letter itself can be read.
 UPDATE jobqueue_jobs
-SET died_at = %(now)s, leased_until = NULL, lease_token = NULL,
-    last_error = %(error)s || ' (stored base_s=' || base_s || ', cap_s=' || cap_s || ')',
-    base_s = %(base_s)s, cap_s = %(cap_s)s
+SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
+    last_error = %(error)s, attempts = %(attempts)s, max_attempts = %(max_attempts)s,
+    base_s = %(base_s)s, cap_s = %(cap_s)s, run_at = %(run_at)s
 WHERE id = %(id)s AND died_at IS NULL;
 
 -- name: extend
@@ -147,14 +149,14 @@ RETURNING {job_columns};
 -- name: release
 UPDATE jobqueue_jobs
 SET attempts = attempts - 1, run_at = %(now)s, visible_at = %(now)s, leased_until = NULL,
-    lease_token = NULL, serial = nextval('jobqueue_serial')
+    leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial')
 WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
 RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');
 
 -- name: replay
 UPDATE jobqueue_jobs
 SET died_at = NULL, attempts = 0, run_at = %(now)s, visible_at = %(now)s, leased_until = NULL,
-    lease_token = NULL, serial = nextval('jobqueue_serial')
+    leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial')
 WHERE id = %(id)s AND died_at IS NOT NULL
 RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');
 
@@ -183,6 +185,7 @@ SELECT count(*) FILTER (WHERE died_at IS NULL AND visible_at <= %(now)s),
                         AND coalesce(leased_until <= %(now)s, true)),
        count(*) FILTER (WHERE died_at IS NULL AND leased_until > %(now)s),
        coalesce(max(%(now)s - visible_at) FILTER (WHERE died_at IS NULL AND visible_at <= %(now)s), 0.0),
+       coalesce(max(%(now)s - leased_at) FILTER (WHERE died_at IS NULL AND leased_until > %(now)s), 0.0),
        count(*) FILTER (WHERE died_at IS NOT NULL),
        (SELECT coalesce(sum(done), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s),
        (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s)

@@ -26,8 +26,18 @@ from typing import Literal, Protocol, TypeVar
 
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock
-from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, StaleLeaseError, describe_error
-from jobqueue.job import DeadLetter, Job, JobType, Lease, RetryPolicy, check_count, check_positive_seconds
+from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, StaleLeaseError, describe_failure
+from jobqueue.job import (
+    DeadLetter,
+    Job,
+    JobType,
+    Lease,
+    RetryPolicy,
+    check_count,
+    check_job_id,
+    check_positive_seconds,
+    check_retry,
+)
 from jobqueue.metrics import DEFAULT_WINDOW_S, OutcomeLog, QueueMetrics, check_window, measure
 
 P = TypeVar("P")
@@ -119,10 +129,12 @@ class JobQueue:
         retry: retry policy of job types that do not bring their own.
         random: source of jitter for retry delays, returning floats in ``[0, 1]``.
         new_id: makes ids for jobs enqueued without one; default ``"job-1"``,
-            ``"job-2"``...
+            ``"job-2"``... (skipping ids given by hand). Each call must return a fresh
+            non-empty str: an id the queue already holds raises, rather than loop.
 
     Raises:
-        InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0.
+        InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0, or
+            ``retry`` is not a :class:`RetryPolicy`.
 
     Cost: ``enqueue``, ``claim``, ``ack`` and ``fail`` take O(log n) time for n jobs in the
     queue (a heap ordered by the time each job becomes claimable). Introduced in lesson 03.
@@ -139,10 +151,11 @@ class JobQueue:
     ) -> None:
         self.clock = clock
         self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
-        self.retry = retry if retry is not None else RetryPolicy()
+        self.retry = check_retry(retry)
         self._random = random
         counter = itertools.count(1)
         self._new_id = new_id if new_id is not None else (lambda: f"job-{next(counter)}")
+        self._own_ids = new_id is None  # the default counter never repeats, so it may skip taken ids
         self._jobs: dict[str, Job] = {}
         self._tokens: dict[str, str] = {}  # job id -> token of the lease now held
         self._dead: dict[str, DeadLetter] = {}
@@ -162,13 +175,17 @@ class JobQueue:
         Args:
             job_type: the job's type; its retry policy (or the queue's) is stored with it.
             payload: an instance of ``job_type.payload_type``.
-            id: the job's id. If the queue already holds a job with this id (waiting,
-                leased or dead), nothing is added and that job is returned: a producer
-                that retries its enqueue makes no duplicate.
+            id: the job's id, a non-empty str. If the queue already holds a job with this
+                id (waiting, leased or dead), nothing is added and that job is returned:
+                a producer that retries its enqueue makes no duplicate.
 
         Raises:
             PayloadError: if the payload is of the wrong class or not JSON-serialisable.
+            InvalidSettingError: if ``id`` is not a non-empty str, or ``new_id`` made an
+                id the queue already holds.
         """
+        if id is not None:
+            check_job_id(id)
         return self._held(id) or self._add(job_type, job_type.dump(payload), id)
 
     def enqueue_many(
@@ -213,9 +230,10 @@ class JobQueue:
             job = self._jobs[job_id]
             if job.attempts >= job.max_attempts:
                 lost = f"LeaseExpired: final attempt {job.attempts} was neither acked nor failed in time"
-                self._bury(replace(job, leased_until=None, last_error=lost), now)
+                self._bury(replace(job, leased_until=None, leased_at=None, last_error=lost), now)
                 continue
-            leased = replace(job, attempts=job.attempts + 1, leased_until=now + self.visibility_timeout_s)
+            until = now + self.visibility_timeout_s
+            leased = replace(job, attempts=job.attempts + 1, leased_until=until, leased_at=now)
             token = f"lease-{next(self._lease_serial)}"
             self._tokens[job_id] = token
             self._store(leased)
@@ -279,12 +297,14 @@ class JobQueue:
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
+            InvalidSettingError: if ``error`` is neither an exception nor a str (``None``,
+                say); nothing changes.
         """
+        message = describe_failure(error)
         self._check_holder(lease)
         now = self.clock.now()
         job = self._jobs[lease.job.id]
-        message = error if isinstance(error, str) else describe_error(error)
-        failed = replace(job, leased_until=None, last_error=message)
+        failed = replace(job, leased_until=None, leased_at=None, last_error=message)
         if permanent or job.attempts >= job.max_attempts:
             self._bury(failed, now)
             self._outcomes.record(now, failed=True)
@@ -340,7 +360,9 @@ class JobQueue:
         """
         self._check_holder(lease)
         job = self._jobs[lease.job.id]
-        given_back = replace(job, attempts=job.attempts - 1, run_at=self.clock.now(), leased_until=None)
+        given_back = replace(
+            job, attempts=job.attempts - 1, run_at=self.clock.now(), leased_until=None, leased_at=None
+        )
         del self._tokens[job.id]
         self._store(given_back)
         return given_back
@@ -450,8 +472,13 @@ class JobQueue:
         return job
 
     def _fresh_id(self) -> str:
-        job_id = self._new_id()
+        job_id = check_job_id(self._new_id(), "id made by new_id")
         while job_id in self._jobs or job_id in self._dead:
+            if not self._own_ids:
+                raise InvalidSettingError(
+                    f"new_id made {job_id!r}, an id the queue already holds: new_id must make a fresh"
+                    " id on every call"
+                )
             job_id = self._new_id()
         return job_id
 
@@ -493,13 +520,22 @@ def stale_lease(lease: Lease, job: Job | None, current: str | None) -> StaleLeas
 
 
 def check_ids(ids: Sequence[str] | None, payloads: Sequence[object]) -> Sequence[str] | None:
-    """Return ``ids`` if it is ``None`` or has one id per payload.
+    """Return ``ids`` if it is ``None`` or has one valid id per payload (see :func:`check_job_id`).
+
+    Every queue's ``enqueue_many`` calls it before storing anything.
 
     Raises:
-        InvalidSettingError: naming both lengths, if they differ.
+        InvalidSettingError: if ``ids`` is a single str (not a sequence of ids), the
+            lengths differ (naming both), or an id is not a non-empty str (naming it).
     """
-    if ids is not None and len(ids) != len(payloads):
+    if ids is None:
+        return None
+    if isinstance(ids, str | bytes):
+        raise InvalidSettingError(f"ids must be a sequence of ids, not one {type(ids).__name__}: {ids!r}")
+    if len(ids) != len(payloads):
         raise InvalidSettingError(
             f"ids must give one id per payload: {len(ids)} ids for {len(payloads)} payloads"
         )
+    for job_id in ids:
+        check_job_id(job_id)
     return ids

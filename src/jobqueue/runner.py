@@ -20,6 +20,10 @@ a restart or a dropped connection), the runner logs it, waits a second and carri
 running jobs go on meanwhile, and any whose outcome could not be recorded run again after
 their leases.
 
+A handler cannot stop the runner: its exceptions, its own ``CancelledError``
+(:class:`~jobqueue.errors.HandlerCancelledError`) and a run past its time limit
+(:class:`~jobqueue.errors.JobTimeoutError`) each fail only that attempt.
+
 Introduced in lesson 11.
 """
 

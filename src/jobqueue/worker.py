@@ -5,13 +5,22 @@ any other exception is treated as transient and retried after the job's backoff 
 until its attempts run out. A job whose type has no handler, or whose stored payload
 does not validate, fails permanently: the worker itself never crashes on a bad job.
 
+Every attempt runs within a time limit: the job type's ``timeout_s``, or the worker's
+(:data:`DEFAULT_TIMEOUT_S`). An attempt past it is cancelled and fails with
+:class:`~jobqueue.errors.JobTimeoutError`, a transient error, so a handler that never
+returns cannot hold its job forever (Celery's ``time_limit``; SQS caps a message's
+visibility at 12 hours for the same reason). A handler that raises
+:class:`asyncio.CancelledError` on its own fails its attempt with
+:class:`~jobqueue.errors.HandlerCancelledError` instead of stopping the worker.
+
 A worker given a heartbeat interval extends the running job's lease every
 ``heartbeat_s`` seconds while the handler runs, so a job slower than the visibility
 timeout is not handed to a second worker. A worker that finds its lease lost (the job
 was claimed again after the lease ran out) neither acks nor fails it: it records a
 ``"stale"`` event instead.
 
-Introduced in lesson 04; the heartbeat and :meth:`Worker.run_until` in lesson 06.
+Introduced in lesson 04; the heartbeat, the time limit and :meth:`Worker.run_until` in
+lesson 06.
 """
 
 from __future__ import annotations
@@ -24,7 +33,9 @@ from typing import Any, Literal, TypeVar
 
 from jobqueue.clock import SleepingClock
 from jobqueue.errors import (
+    HandlerCancelledError,
     InvalidSettingError,
+    JobTimeoutError,
     PayloadError,
     PermanentJobError,
     QueueUnavailableError,
@@ -39,6 +50,13 @@ P = TypeVar("P")
 
 Handler = Callable[[P], Awaitable[None]]
 """An async function that does one job's work, given its payload."""
+
+DEFAULT_TIMEOUT_S = 300.0
+"""Time limit of one attempt, in seconds, for job types without their own ``timeout_s``.
+
+Five minutes, as arq's default ``job_timeout`` (RQ's is 180 s). A job type that runs
+longer by design sets its own :attr:`~jobqueue.job.JobType.timeout_s`.
+"""
 
 Outcome = Literal["done", "retry", "dead", "stale", "released"]
 """What became of an attempt; ``"stale"``: the lease was lost, so it was neither acked nor
@@ -155,12 +173,21 @@ class Worker:
             :class:`~jobqueue.clock.SleepingClock`.
         on_heartbeat: called with each :class:`Heartbeat`; all are kept in
             :attr:`heartbeats`.
+        timeout_s: time limit of one attempt, in seconds (> 0), for job types without
+            their own :attr:`~jobqueue.job.JobType.timeout_s`; ``None`` for none. Default
+            :data:`DEFAULT_TIMEOUT_S`. Measured on the queue's clock (on the event loop's
+            if that clock cannot sleep), so it holds for every kind of queue. An attempt
+            past it is cancelled and fails with
+            :class:`~jobqueue.errors.JobTimeoutError` (transient). A handler that
+            swallows the cancellation cannot be stopped this way: asyncio has no
+            forced kill.
 
     Raises:
         InvalidSettingError: if ``heartbeat_s`` is not a number of seconds > 0 and below
-            the visibility timeout, or the queue's clock cannot sleep.
+            the visibility timeout, the queue's clock cannot sleep while a heartbeat is
+            set, or ``timeout_s`` is not a finite number of seconds > 0.
 
-    Introduced in lesson 04; the heartbeat in lesson 06.
+    Introduced in lesson 04; the heartbeat and the time limit in lesson 06.
     """
 
     def __init__(
@@ -170,9 +197,11 @@ class Worker:
         on_event: Callable[[JobEvent], object] | None = None,
         heartbeat_s: float | None = None,
         on_heartbeat: Callable[[Heartbeat], object] | None = None,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
     ) -> None:
         self.queue = queue
         self.heartbeat_s = None if heartbeat_s is None else _check_heartbeat(heartbeat_s, queue)
+        self.timeout_s = None if timeout_s is None else check_positive_seconds("timeout_s", timeout_s)
         self.events: list[JobEvent] = []
         self.heartbeats: list[Heartbeat] = []
         self._on_event = on_event
@@ -312,12 +341,71 @@ class Worker:
         """Run the handler of ``job``; return ``(error or None, whether it is permanent)``."""
         try:
             job_type, handler = self.handler_for(job.type)
-            await handler(job_type.parse(job.payload))
+            payload = job_type.parse(job.payload)
+            limit_s = job_type.timeout_s if job_type.timeout_s is not None else self.timeout_s
+            await self._call(handler(payload), job, limit_s)
         except (PermanentJobError, PayloadError, UnknownJobTypeError) as exc:
             return exc, True
         except Exception as exc:  # any other failure is transient: retry it
             return exc, False
         return None, False
+
+    async def _call(self, work: Awaitable[None], job: Job, limit_s: float | None) -> None:
+        """Await a handler's ``work`` here, cancelled if it runs past ``limit_s`` seconds.
+
+        A watchdog task sleeps ``limit_s`` on the queue's clock, then cancels this task
+        (as :func:`asyncio.timeout` does on the loop's clock). A ``CancelledError`` is then
+        told apart by who asked for it: the watchdog (the time limit), someone else (a
+        runner shutting down: it goes on up), or nobody (the handler raised it itself).
+
+        Raises:
+            JobTimeoutError: if ``limit_s`` seconds passed first on the queue's clock.
+            HandlerCancelledError: if the handler raised ``CancelledError`` on its own.
+            Exception: whatever else the handler raised.
+        """
+        task = asyncio.current_task()
+        assert task is not None  # a coroutine awaited by the event loop runs in a task
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            task.cancel()
+
+        watchdog = None if limit_s is None else asyncio.ensure_future(self._after(limit_s, expire))
+        try:
+            await work
+        except asyncio.CancelledError:
+            if expired and task.uncancel() == 0:
+                raise self._timed_out(job, limit_s) from None
+            if not expired and task.cancelling() == 0:
+                raise HandlerCancelledError(
+                    f"the handler of job {job.id!r} (type {job.type!r}) raised CancelledError,"
+                    " though nothing had cancelled it"
+                ) from None
+            raise
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+        if expired:  # the handler swallowed the cancellation, but it did run too long
+            task.uncancel()
+            raise self._timed_out(job, limit_s)
+
+    @staticmethod
+    def _timed_out(job: Job, limit_s: float | None) -> JobTimeoutError:
+        return JobTimeoutError(
+            f"job {job.id!r} attempt {job.attempts} ran past its time limit of {limit_s:g} s"
+            f" (job type {job.type!r}), so it was cancelled"
+        )
+
+    async def _after(self, seconds: float, then: Callable[[], None]) -> None:
+        """Sleep ``seconds`` on the queue's clock (on the loop's if it cannot sleep), then call ``then``."""
+        clock = self.queue.clock
+        if isinstance(clock, SleepingClock):
+            await clock.sleep(seconds)
+        else:
+            await asyncio.sleep(seconds)
+        then()
 
     def _finish(self, attempt: Attempt, *, acked: bool) -> tuple[Outcome, BaseException | None]:
         """Ack (unless ``acked`` already) or fail ``attempt``, unless its lease is stale.

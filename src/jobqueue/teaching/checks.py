@@ -1,18 +1,65 @@
-"""What an exercise's check cells call: compare an answer, print it, or fail clearly.
+"""What an exercise's check cells call: compare an answer and record the verdict as data.
 
-A check prints the learner's value when it is right (so nbval can compare the printed
-line with the expected output stored in the exercise) and raises :class:`CheckFailed`
-with a one-line "expected ..., got ..." when it is wrong.
+Each :func:`check` or :func:`check_that` shows one line, ``✓ label: value`` or
+``✗ label: expected X, got Y``, and never raises, so Run All reaches every check. The
+line is a display output whose metadata holds the verdict (:data:`VERDICT_KEY`): the
+checker (:mod:`jobqueue.teaching.exercises`) reads the verdicts back instead of
+comparing printed text, so whatever the learner's code prints is shown and never
+decides anything. nbval compares the line itself, so a pristine exercise run with a
+wrong or missing answer still differs from its expected output.
+
+A check cell's own code calls the learner's functions before :func:`check` sees a
+value, and an exception there would stop Run All. Importing this module inside IPython
+therefore installs :class:`CheckCellGuard`: a cell that calls ``check``/``check_that``
+runs inside ``try``; if it raises, every check of the cell not yet shown is shown as
+failed with the exception in one line (``✗ label: NotImplementedError: your answer goes
+here (in full_jitter_s, line 4 of its cell)``). :func:`summary` closes an exercise with
+``3 of 4 checks pass``.
 """
 
 from __future__ import annotations
 
+import ast
 import math
+import sys
+import traceback
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+VERDICT_KEY = "jobqueue.check"
+"""Key of a check line's output metadata that holds its :class:`Verdict` as a dict."""
+
+CHECK_FUNCTIONS = frozenset({"check", "check_that"})
+"""Names whose calls make a cell a check cell (for the guard and for counting checks)."""
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+_latest: dict[str, bool] = {}  # label -> passed, for summary(); latest run of each check wins
+_shown_in_cell: list[str] = []  # labels shown since the running check cell started
 
 
-class CheckFailed(AssertionError):
-    """An exercise's answer differs from the expected one; the message says how."""
+@dataclass(frozen=True)
+class Verdict:
+    """One check's outcome, as the checker reads it back from the notebook.
+
+    Attributes:
+        label: what is checked, e.g. ``"random 0, attempts 1..6"``.
+        passed: whether the answer is right.
+        detail: the value when passed; otherwise why not (``expected X, got Y``, the
+            check's explanation, or the exception the cell raised).
+        missing_name: the undefined name, when the check failed with a ``NameError``.
+    """
+
+    label: str
+    passed: bool
+    detail: str
+    missing_name: str | None = None
+
+    def line(self) -> str:
+        """The line a learner sees: ``✓ label: detail`` or ``✗ label: detail``."""
+        mark = "✓" if self.passed else "✗"
+        return f"{mark} {self.label}: {self.detail}" if self.detail else f"{mark} {self.label}"
 
 
 def show(value: object) -> str:
@@ -49,26 +96,145 @@ def same(got: object, expected: object, *, rel_tol: float = 1e-9) -> bool:
     return got == expected
 
 
-def check(label: str, got: object, expected: object) -> None:
-    """Print ``✓ label: got`` if ``got`` matches ``expected``, else raise.
+def record(verdict: Verdict) -> None:
+    """Show ``verdict``'s line, with the verdict itself in the output's metadata.
 
-    Raises:
-        CheckFailed: ``"label: expected X, got Y"`` when the values differ.
+    Outside IPython the line is printed. The verdict also counts for :func:`summary`.
     """
-    if not same(got, expected):
-        raise CheckFailed(f"{label}: expected {show(expected)}, got {show(got)}")
-    print(f"✓ {label}: {show(got)}")
+    _latest[verdict.label] = verdict.passed
+    _shown_in_cell.append(verdict.label)
+    shell = _shell()
+    if shell is None:
+        print(verdict.line())
+        return
+    from IPython.display import display
+
+    bundle = {"text/plain": verdict.line()}
+    display(bundle, raw=True, metadata={VERDICT_KEY: asdict(verdict)})  # type: ignore[no-untyped-call]
+
+
+def check(label: str, got: object, expected: object) -> None:
+    """Show ``✓ label: got`` if ``got`` matches ``expected`` (see :func:`same`), else ``✗``.
+
+    The failure line reads ``✗ label: expected X, got Y``. Never raises.
+    """
+    if same(got, expected):
+        record(Verdict(label, True, show(got)))
+    else:
+        record(Verdict(label, False, f"expected {show(expected)}, got {show(got)}"))
 
 
 def check_that(label: str, ok: bool, explain: str) -> None:
-    """Print ``✓ label`` if ``ok``, else raise with ``explain``.
+    """Show ``✓ label`` if ``ok``, else ``✗ label: explain``. Never raises.
 
     For answers that may differ from learner to learner (a policy with a property), where
-    printing the value would make the expected output depend on the answer.
-
-    Raises:
-        CheckFailed: ``"label: explain"`` when ``ok`` is false.
+    showing the value would make the expected output depend on the answer.
     """
-    if not ok:
-        raise CheckFailed(f"{label}: {explain}")
-    print(f"✓ {label}")
+    record(Verdict(label, True, "") if ok else Verdict(label, False, explain))
+
+
+def summary() -> None:
+    """Print how many of the checks run in this kernel pass: ``3 of 4 checks pass``.
+
+    The latest run of each check counts (a check is known by its label).
+    """
+    print(f"{sum(_latest.values())} of {len(_latest)} checks pass")
+
+
+def check_labels(cell: ast.Module) -> list[str]:
+    """Labels of the ``check``/``check_that`` calls a cell makes itself, in source order.
+
+    Calls inside function or class bodies are left out: they run when called, not as part
+    of this cell. A label that is not a plain string is given as ``"check N"``.
+    """
+    labels: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            return
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CHECK_FUNCTIONS:
+            first = node.args[0] if node.args else None
+            is_text = isinstance(first, ast.Constant) and isinstance(first.value, str)
+            labels.append(first.value if is_text else f"check {len(labels) + 1}")  # type: ignore[union-attr]
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for statement in cell.body:
+        visit(statement)
+    return labels
+
+
+def cell_started() -> None:
+    """Called by the guard as a check cell starts: forget which labels were shown."""
+    _shown_in_cell.clear()
+
+
+def cell_raised(error: BaseException, labels: Sequence[str]) -> None:
+    """Called by the guard when a check cell raised: fail each of its checks not yet shown."""
+    shown = set(_shown_in_cell)
+    missing = error.name if isinstance(error, NameError) else None
+    text = f"{type(error).__name__}: {error}".rstrip(": ") + _where(error)
+    unshown = [label for label in labels if label not in shown]
+    for number, label in enumerate(unshown):
+        if number == 0:
+            record(Verdict(label, False, text, missing_name=missing))
+        else:
+            record(Verdict(label, False, "not run: the cell stopped at the error above"))
+
+
+def _where(error: BaseException) -> str:
+    """`` (in f, line 4 of its cell)`` for the innermost frame outside Python and jobqueue."""
+    inner = None
+    for frame, line in traceback.walk_tb(error.__traceback__):
+        path = frame.f_code.co_filename
+        if not (path.startswith((sys.prefix, sys.base_prefix, str(_PACKAGE))) or path.startswith("<")):
+            inner = (frame.f_code.co_name, line)
+    if inner is None or inner[0] == "<module>":
+        return ""
+    return f" (in {inner[0]}, line {inner[1]} of its cell)"
+
+
+class CheckCellGuard(ast.NodeTransformer):
+    """IPython AST transformer: a cell that calls ``check`` runs inside ``try``.
+
+    ``cell body`` becomes ``try: cell_started(); body`` / ``except Exception as e:
+    cell_raised(e, labels)``, so an exception in a check cell becomes failed checks and
+    Run All goes on. Cells without a check call are left unchanged.
+    """
+
+    def visit_Module(self, node: ast.Module) -> ast.Module:  # the ast visitor's naming
+        """Wrap the cell if it makes check calls."""
+        labels = check_labels(node)
+        if not labels:
+            return node
+        module = f"__import__({__name__!r}, fromlist=['_'])"
+        guard = ast.parse(
+            f"try:\n    {module}.cell_started()\n"
+            f"except Exception as __check_error:\n    {module}.cell_raised(__check_error, {labels!r})\n"
+        )
+        wrapper = guard.body[0]
+        assert isinstance(wrapper, ast.Try)
+        wrapper.body.extend(node.body)
+        node.body = [wrapper]
+        return ast.fix_missing_locations(node)
+
+
+def _shell() -> Any:
+    """The running IPython shell, or None outside IPython."""
+    if "IPython" not in sys.modules:
+        return None
+    from IPython import get_ipython
+
+    return get_ipython()
+
+
+def install_guard() -> None:
+    """Add :class:`CheckCellGuard` to the running IPython shell once (no-op outside IPython)."""
+    shell = _shell()
+    if shell is None:
+        return
+    if not any(isinstance(t, CheckCellGuard) for t in shell.ast_transformers):
+        shell.ast_transformers.append(CheckCellGuard())
+
+
+install_guard()

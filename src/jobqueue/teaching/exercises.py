@@ -2,15 +2,20 @@
 
 A solution notebook (``solutions/NN_topic.ipynb``) marks the learner's part of a code
 cell between ``### BEGIN SOLUTION`` and ``### END SOLUTION``. :func:`make_exercise`
-replaces each marked part with a stub that raises :class:`NotImplementedError` and tags
-the cell ``answer``. Every other cell keeps its stored outputs, except that the learner's
-copy shows the cells tagged ``check`` unrun (so an unsolved exercise does not look
-solved); the copy the checker uses keeps their outputs: they are the expected outputs.
+replaces each marked part with a stub (see :func:`strip_solution`) and tags the cell
+``answer``. Every other cell keeps its stored outputs, except that the learner's copy
+shows the cells tagged ``check`` and ``summary`` unrun (so an unsolved exercise does not
+look solved); the copy the checker uses keeps them: they are the expected outputs, which
+nbval compares when the solutions are tested.
 
-:func:`check_exercise` takes only the answer cells from the learner's notebook, puts
-them into that pristine exercise, runs it under nbval and reports one line per problem
-and a verdict line. The learner's saved outputs are never read, so a saved wrong run
-cannot pass, and a right answer passes whatever outputs were saved.
+:func:`check_exercise` takes the answer cells from the learner's notebook, and the code
+cells the learner added next to them, puts them into that pristine exercise, runs every
+cell in a fresh kernel and reads back the verdict each check recorded as data (see
+:mod:`jobqueue.teaching.checks`). What the learner's code prints is never compared, and
+the learner's saved outputs are never read, so a saved wrong run cannot pass, and a
+right answer passes whatever it prints and whatever outputs were saved. It reports one
+line per failed check or failed cell (a syntax error with its line, a missing name with
+the cell that should define it), notes that do not fail, and a verdict line.
 
 Usage::
 
@@ -22,30 +27,33 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import contextlib
+import ast
 import copy
-import io
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
+from IPython.core.inputtransformer2 import TransformerManager
+from nbclient import NotebookClient
 from nbformat import NotebookNode
 
-from jobqueue.teaching.checks import CheckFailed
-from jobqueue.teaching.notebooks import dumps, normalize, read, write
+from jobqueue.teaching.checks import VERDICT_KEY, Verdict, check_labels
+from jobqueue.teaching.notebooks import CELL_TIMEOUT_S, dumps, normalize, read, write
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 STUB = 'raise NotImplementedError("your answer goes here")'
 ANSWER_TAG = "answer"
+TOP_LEVEL_STUB = "pass  # your answer goes here"
 CHECK_TAG = "check"
+SUMMARY_TAG = "summary"
+ADDED_TAG = "added"
+"""Tag of a cell the learner added next to an answer, in the checker's merged copy."""
 IGNORE_OUTPUT_TAG = "nbval-ignore-output"
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_ERROR_LINE = re.compile(r"^(\w+(?:Error|Exception|Failed|Interrupt)): ?(.*)$")
+_IPYTHON_SYNTAX = TransformerManager()  # type: ignore[no-untyped-call]  # IPython is untyped
 
 
 class ExerciseError(Exception):
@@ -54,6 +62,10 @@ class ExerciseError(Exception):
 
 def strip_solution(source: str) -> str:
     """Replace every marked solution block in ``source`` with the stub, keeping indentation.
+
+    Inside a function the stub raises :class:`NotImplementedError`; at the top of a cell
+    it is :data:`TOP_LEVEL_STUB`, which does nothing, so Run All goes on to the checks
+    (which then say which name is not defined yet).
 
     Raises:
         ExerciseError: if a ``### BEGIN SOLUTION`` has no matching ``### END SOLUTION``.
@@ -66,7 +78,8 @@ def strip_solution(source: str) -> str:
             if inside:
                 raise ExerciseError(f"nested {BEGIN!r} in:\n{source}")
             inside = True
-            lines.append(line[: len(line) - len(line.lstrip())] + STUB)
+            indent = line[: len(line) - len(line.lstrip())]
+            lines.append(indent + (STUB if indent else TOP_LEVEL_STUB))
         elif marker == END:
             if not inside:
                 raise ExerciseError(f"{END!r} without {BEGIN!r} in:\n{source}")
@@ -97,7 +110,8 @@ def make_exercise(solution: NotebookNode, *, expected_outputs: bool = False) -> 
     nb = copy.deepcopy(solution)
     answers = 0
     for cell in nb.cells:
-        if not expected_outputs and CHECK_TAG in cell.metadata.get("tags", []):
+        tags = cell.metadata.get("tags", [])
+        if not expected_outputs and (CHECK_TAG in tags or SUMMARY_TAG in tags):
             cell.outputs = []
             cell.execution_count = None
         if cell.cell_type != "code" or BEGIN not in cell.source:
@@ -119,11 +133,17 @@ def make_exercise(solution: NotebookNode, *, expected_outputs: bool = False) -> 
 def merge_answers(pristine: NotebookNode, learner: NotebookNode, learner_path: Path) -> NotebookNode:
     """Copy of ``pristine`` whose answer cells hold the learner's code (matched by cell id).
 
+    Code cells the learner added next to an answer cell (with only other added cells in
+    between) are part of the answer: they are copied in at the same place. Other added
+    cells are left out (see :func:`stray_cells`); edits to other cells are ignored.
+
     Raises:
         ExerciseError: naming the cell, if an answer cell is missing from ``learner``.
     """
     sources = {cell.get("id"): cell.source for cell in learner.cells if cell.cell_type == "code"}
+    before, after = _added_cells(pristine, learner)
     merged = copy.deepcopy(pristine)
+    cells: list[NotebookNode] = []
     for cell in merged.cells:
         if ANSWER_TAG in cell.metadata.get("tags", []):
             if cell.id not in sources:
@@ -132,7 +152,68 @@ def merge_answers(pristine: NotebookNode, learner: NotebookNode, learner_path: P
                     " raise NotImplementedError, and don't delete them"
                 )
             cell.source = sources[cell.id]
+            cells += [_added(c) for c in before.get(cell.id, [])] + [cell]
+            cells += [_added(c) for c in after.get(cell.id, [])]
+        else:
+            cells.append(cell)
+    merged.cells = cells
     return merged
+
+
+def stray_cells(pristine: NotebookNode, learner: NotebookNode) -> list[NotebookNode]:
+    """Code cells the learner added away from every answer cell: the checker skips them."""
+    before, after = _added_cells(pristine, learner)
+    attached = {id(c) for group in (*before.values(), *after.values()) for c in group}
+    known = {cell.id for cell in pristine.cells}
+    return [
+        cell
+        for cell in learner.cells
+        if cell.cell_type == "code" and cell.get("id") not in known and id(cell) not in attached
+    ]
+
+
+def _added(cell: NotebookNode) -> NotebookNode:
+    added = copy.deepcopy(cell)
+    added.outputs = []
+    added.execution_count = None
+    added.metadata["tags"] = [ADDED_TAG]
+    return added
+
+
+def _added_cells(
+    pristine: NotebookNode, learner: NotebookNode
+) -> tuple[dict[str, list[NotebookNode]], dict[str, list[NotebookNode]]]:
+    """Added code cells just before and just after each answer cell, by the answer's id.
+
+    A run of added cells between two exercise cells belongs after the first if it is an
+    answer cell, else before the second if that one is.
+    """
+    by_id = {cell.id: cell for cell in pristine.cells}
+    before: dict[str, list[NotebookNode]] = {}
+    after: dict[str, list[NotebookNode]] = {}
+    previous: str | None = None
+    run: list[NotebookNode] = []
+    for cell in [*learner.cells, None]:
+        if cell is not None and cell.get("id") not in by_id:
+            if cell.cell_type == "code":
+                run.append(cell)
+            continue
+        following = None if cell is None else cell.id
+        if run:
+            if previous is not None and _is_answer(by_id[previous]):
+                after.setdefault(previous, []).extend(run)
+            elif following is not None and _is_answer(by_id[following]):
+                before.setdefault(following, []).extend(run)
+        previous, run = following, []
+    return before, after
+
+
+def _is_answer(cell: NotebookNode) -> bool:
+    return ANSWER_TAG in cell.metadata.get("tags", [])
+
+
+def _is_check(cell: NotebookNode) -> bool:
+    return CHECK_TAG in cell.metadata.get("tags", [])
 
 
 @dataclass
@@ -141,15 +222,17 @@ class CheckResult:
 
     Attributes:
         name: the exercise, e.g. ``"02_backoff"``.
-        checks: number of check cells.
-        passed: check cells that passed.
-        problems: one line per failed cell, in notebook order.
+        checks: number of checks (``check``/``check_that`` calls in the check cells).
+        passed: checks that passed.
+        problems: one line per failed check or failed cell, in notebook order.
+        notes: lines that explain but do not fail (extra printing, skipped cells).
     """
 
     name: str
     checks: int
     passed: int
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -162,51 +245,169 @@ class CheckResult:
         return f"{word} {self.name}: {self.passed} of {self.checks} checks passed"
 
 
-def _problem_text(longrepr: str) -> str:
-    lines = [_ANSI.sub("", line).strip() for line in longrepr.splitlines()]
-    for line in reversed(lines):
-        match = _ERROR_LINE.match(line)
-        if match:
-            return f"{match[1]}: {match[2]}".rstrip(": ")
-    return "its output differs from the expected output"
+def execute_all(nb: NotebookNode, cwd: Path) -> NotebookNode:
+    """Run every cell of ``nb`` in a fresh kernel started in ``cwd``, going on past errors."""
+    client = NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(cwd)}},
+        store_widget_state=False,
+    )
+    client.execute()
+    return nb
 
 
-class _Collector:
-    def __init__(self) -> None:
-        self.failed: dict[int, str] = {}
-        self.passed: set[int] = set()
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        index = int(report.nodeid.rsplit("Cell ", 1)[1])
-        if report.failed:
-            self.failed.setdefault(index, _problem_text(report.longreprtext))
-        elif report.when == "call" and report.passed:
-            self.passed.add(index)
+def expected_labels(cell: NotebookNode) -> list[str]:
+    """The labels of the checks a check cell makes (empty if it does not parse)."""
+    try:
+        return check_labels(ast.parse(_python_source(cell.source)))
+    except SyntaxError:
+        return []
 
 
-def run_checks(nb: NotebookNode, name: str) -> CheckResult:
-    """Run ``nb`` under nbval (fresh kernel) and collect the outcome of each cell."""
+def _python_source(source: str) -> str:
+    """A cell's code with IPython syntax (magics, ``!``) turned into Python."""
+    text: str = _IPYTHON_SYNTAX.transform_cell(source)
+    return text
+
+
+def syntax_problem(cell: NotebookNode) -> str | None:
+    """``syntax error in <cell>, line 3: '(' was never closed``, or None if the code parses."""
+    try:
+        compile(_python_source(cell.source), "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    except SyntaxError as error:
+        return f"syntax error in {_describe(cell)}, line {error.lineno}: {error.msg}"
+    return None
+
+
+def run_checks(
+    nb: NotebookNode,
+    name: str,
+    *,
+    definitions: Mapping[str, NotebookNode] | None = None,
+    stray: Sequence[NotebookNode] = (),
+) -> CheckResult:
+    """Run ``nb`` (fresh kernel, every cell) and read back each check's verdict.
+
+    Args:
+        nb: the merged exercise: pristine cells with expected outputs, the learner's answers.
+        name: the exercise's name for the verdict line.
+        definitions: the solution's answer cells by id, to say which cell should define
+            a missing name.
+        stray: cells the learner added away from the answers, named when they define a
+            missing name.
+    """
+    expected = {cell.id: copy.deepcopy(cell.outputs) for cell in nb.cells if cell.cell_type == "code"}
     code_cells = [cell for cell in nb.cells if cell.cell_type == "code"]
-    collector = _Collector()
+    syntax = {cell.id: problem for cell in code_cells if (problem := syntax_problem(cell)) is not None}
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"{name}.ipynb"
-        path.write_text(dumps(nb), encoding="utf-8")
-        args = [str(path), "--nbval", "--nbval-current-env", "-p", "no:cacheprovider", "-q"]
-        args += ["--rootdir", tmp, "-o", "addopts=", "-W", "ignore::DeprecationWarning"]
-        with contextlib.redirect_stdout(io.StringIO()):
-            pytest.main(args, plugins=[collector])
-    checks = [i for i, cell in enumerate(code_cells) if CHECK_TAG in cell.metadata.get("tags", [])]
-    problems = []
-    for number, index in enumerate(sorted(collector.failed)):
-        problem = collector.failed[index]
-        if number > 0 and problem.startswith("NameError"):
-            problem += " (an earlier cell failed: fix that one first)"
-        failed_check = problem.removeprefix(f"{CheckFailed.__name__}: ")  # its message names the check
-        if failed_check == problem:
-            failed_check = f"{_describe(code_cells[index])}: {problem}"
-        problems.append(failed_check)
-    passed = sum(i in collector.passed and i not in collector.failed for i in checks)
-    return CheckResult(name=name, checks=len(checks), passed=passed, problems=problems)
+        execute_all(nb, Path(tmp))
+    namer = _Namer(code_cells, definitions or {}, stray)
+    problems: list[str] = []
+    printed: list[str] = []
+    checks = passed = 0
+    for cell in code_cells:
+        verdicts = [
+            Verdict(**out.metadata[VERDICT_KEY])
+            for out in cell.outputs
+            if VERDICT_KEY in out.get("metadata", {})
+        ]
+        errors = [out for out in cell.outputs if out.output_type == "error"]
+        if cell.id in syntax:
+            problems.append(syntax[cell.id])
+        elif errors:
+            error = errors[0]
+            text = f"{_describe(cell)}: {error.ename}: {error.evalue}"
+            problems.append(text + namer.hint(_missing_name(error.ename, error.evalue), cell))
+        if _is_check(cell):
+            labels = expected_labels(cell)
+            shown = {verdict.label for verdict in verdicts}
+            checks += max(len(labels), len(verdicts))
+            passed += sum(verdict.passed for verdict in verdicts)
+            for verdict in verdicts:
+                if not verdict.passed:
+                    problems.append(
+                        f"{verdict.label}: {verdict.detail}" + namer.hint(verdict.missing_name, cell)
+                    )
+            problems += [f"{label}: did not run" for label in labels if label not in shown and not errors]
+        if _stdout(cell.outputs) != _stdout(expected[cell.id]) and (_is_check(cell) or _is_answer(cell)):
+            printed.append(_describe(cell))
+    notes = []
+    if printed:
+        notes.append(
+            f"your code printed output of its own ({', '.join(printed[:2])}{', ...' * (len(printed) > 2)}):"
+            " that is fine, the checks judge the values, not the printing"
+        )
+    notes += [
+        f"skipped the cell you added starting {_first_line(c)!r}: it is not next to an answer cell"
+        for c in stray
+    ]
+    return CheckResult(name=name, checks=checks, passed=passed, problems=problems, notes=notes)
+
+
+def _stdout(outputs: Sequence[NotebookNode]) -> str:
+    return "".join(out.text for out in outputs if out.output_type == "stream" and out.name == "stdout")
+
+
+_MISSING = re.compile(r"^name '(\w+)' is not defined")
+
+
+def _missing_name(ename: str, evalue: str) -> str | None:
+    match = _MISSING.match(evalue) if ename == "NameError" else None
+    return match[1] if match else None
+
+
+class _Namer:
+    """Says which cell should define a missing name."""
+
+    def __init__(
+        self,
+        cells: Sequence[NotebookNode],
+        definitions: Mapping[str, NotebookNode],
+        stray: Sequence[NotebookNode],
+    ) -> None:
+        self.cells = {cell.id: cell for cell in cells}
+        self.places: list[tuple[str, NotebookNode]] = [("stray", cell) for cell in stray]
+        self.places += [("answer", cell) for cell in definitions.values()]
+        self.places += [("cell", cell) for cell in cells if not _is_answer(cell)]
+
+    def hint(self, name: str | None, where: NotebookNode) -> str:
+        if name is None:
+            return ""
+        for kind, cell in self.places:
+            if name not in _defined_names(cell.source):
+                continue
+            if kind == "stray":
+                added = f"the cell you added starting {_first_line(cell)!r}"
+                return f" ({added} defines it: move it next to an answer cell)"
+            if kind == "answer":
+                return f" (define it in {_describe(self.cells.get(cell.id, cell))})"
+            if cell.id != where.id:
+                return f" ({_describe(cell)} defines it: fix that cell first)"
+        return ""
+
+
+def _defined_names(source: str) -> set[str]:
+    try:
+        tree = ast.parse(_python_source(source))
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+    return names
+
+
+def _first_line(cell: NotebookNode) -> str:
+    first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+    return first[:50]
 
 
 _CHECK_LABEL = re.compile(r"""check(?:_that)?\(\s*(?:f?)(["'])(.+?)\1""")
@@ -218,9 +419,16 @@ def _describe(cell: NotebookNode) -> str:
     label = _CHECK_LABEL.search(cell.source)
     if CHECK_TAG in tags and label:
         return f"check {label[2]!r}"
-    first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
-    role = "your answer" if ANSWER_TAG in tags else "check" if CHECK_TAG in tags else "the cell"
-    return f"{role} starting {first[:50]!r}"
+    role = (
+        "your answer cell"
+        if ANSWER_TAG in tags
+        else "the cell you added"
+        if ADDED_TAG in tags
+        else "check"
+        if CHECK_TAG in tags
+        else "the cell"
+    )
+    return f"{role} starting {_first_line(cell)!r}"
 
 
 def find_root(start: Path) -> Path:
@@ -258,9 +466,14 @@ def resolve(exercise: str, cwd: Path) -> tuple[Path, Path]:
 
 def check_exercise(learner_path: Path, solution_path: Path) -> CheckResult:
     """Check the learner's notebook against the exercise generated from the solution."""
-    pristine = make_exercise(read(solution_path), expected_outputs=True)
-    merged = merge_answers(pristine, read(learner_path), learner_path)
-    return run_checks(merged, learner_path.stem)
+    solution = read(solution_path)
+    pristine = make_exercise(solution, expected_outputs=True)
+    learner = read(learner_path)
+    merged = merge_answers(pristine, learner, learner_path)
+    definitions = {cell.id: cell for cell in solution.cells if BEGIN in cell.source}
+    return run_checks(
+        merged, learner_path.stem, definitions=definitions, stray=stray_cells(pristine, learner)
+    )
 
 
 def stale_exercises(root: Path) -> list[Path]:
@@ -291,6 +504,8 @@ def main(argv: Sequence[str] | None = None, cwd: Path | None = None) -> int:
             result = check_exercise(learner, solution)
             for line in result.problems:
                 print(f"  ✗ {line}")
+            for line in result.notes:
+                print(f"  · {line}")
             print(result.verdict())
             return 0 if result.ok else 1
         root = find_root(here)

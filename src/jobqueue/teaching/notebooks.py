@@ -2,8 +2,10 @@
 
 Normalising keeps what a reader needs and drops what changes from run to run: execution
 counts are renumbered 1, 2, 3 ..., adjacent printed chunks are merged (how output is
-split into chunks depends on timing), timing metadata and the Python patch version are
-removed, and the kernel spec is the standard ``python3``.
+split into chunks depends on timing) and timing metadata is removed. The notebook's
+metadata is exactly what JupyterLab writes on save: the standard ``python3`` kernel spec
+and the kernel's ``language_info`` (:data:`LANGUAGE_INFO`), so saving a lesson after Run
+All leaves ``git status`` clean.
 
 Usage: ``python -m jobqueue.teaching.notebooks run lessons/*.ipynb solutions/*.ipynb``
 executes each notebook in its own folder and writes it back.
@@ -12,15 +14,19 @@ executes each notebook in its own folder and writes it back.
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import nbformat
+from ipykernel.ipkernel import IPythonKernel
 from nbclient import NotebookClient
 from nbformat import NotebookNode
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+LANGUAGE_INFO: dict[str, object] = copy.deepcopy(IPythonKernel.language_info)
+"""What the course's kernel reports in its ``kernel_info`` reply, and JupyterLab saves."""
 CELL_TIMEOUT_S = 60
 """Longest a single cell may run when notebooks are executed, in seconds."""
 
@@ -44,7 +50,7 @@ def write(nb: NotebookNode, path: Path) -> None:
 
 def normalize(nb: NotebookNode) -> NotebookNode:
     """Return ``nb`` with run-to-run noise removed (modifies and returns the same object)."""
-    nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
+    nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": copy.deepcopy(LANGUAGE_INFO)}
     count = 0
     for index, cell in enumerate(nb.cells):
         cell.setdefault("id", f"cell-{index:02d}")

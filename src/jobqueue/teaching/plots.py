@@ -15,6 +15,7 @@ in lesson 03; job timelines in lessons 04-06.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from matplotlib.axes import Axes
@@ -101,8 +102,9 @@ def _draw_spread(ax: Axes, spread: DelaySpread) -> None:
         f"{STRATEGY_NAMES[spread.strategy]}: base {spread.backoff.base_s:g} s, cap {spread.backoff.cap_s:g} s"
         f" ({spread.draws} draws)"
     )
-    ax.set_ylim(bottom=0)
-    ax.legend(loc="upper left")
+    # no delay exceeds the cap: head room above it keeps the legend off the band and the line
+    ax.set_ylim(0, spread.backoff.cap_s * 1.45)
+    ax.legend(loc="upper left", ncols=2)
     ax.grid(alpha=0.3)
 
 
@@ -231,7 +233,7 @@ def timeline_figure(rows: Sequence[TimelineRow], *, title: str = "Job timeline")
         ax.plot([], [], color="tab:grey", linewidth=6, alpha=0.5, label="running")
     ax.set_yticks(range(len(rows)), [row.job_id for row in reversed(rows)])
     ax.set_ylim(-0.7, len(rows) - 0.3)
-    ax.set_xlim(-0.05 * end - 0.5, end * 1.25 + 1)
+    ax.set_xlim(-0.05 * end - 0.5, end * 1.45 + 1)  # room for "dead at t=150s" inside the frame
     ax.set_xlabel("time (s)")
     ax.set_title(title)
     if rows:
@@ -261,7 +263,33 @@ _STATE_XY: dict[str, tuple[float, float]] = {
     "done": (10.0, 1.6),
     "dead": (10.0, -1.6),
 }
-_ARC: dict[str, float] = {"fail: retry": 0.5, "lease expired": -0.5, "replay": -0.45}
+_ARC: dict[str, float] = {"fail: retry": 0.5, "lease expired": -0.5, "replay": -0.6}
+
+
+_CHAR_W = 0.085
+"""Width of one 8 pt character in the life-cycle figure's data units (10 x 5 in, equal axes)."""
+_LINE_H = 0.25
+"""Height of one 8 pt line of text in the same units."""
+
+
+def _beside_arrow(
+    source: tuple[float, float], target: tuple[float, float], rad: float, label: str
+) -> tuple[float, float]:
+    """Centre for ``label`` next to an arc3 arrow, on its outer side (above a straight one).
+
+    The middle of an arc3 curve lies half way from the chord's middle to its control
+    point; the label's box is moved along the chord's normal until it clears that point.
+    """
+    dx, dy = target[0] - source[0], target[1] - source[1]
+    length = math.hypot(dx, dy)
+    nx, ny = dy / length, -dx / length  # the side an arc with rad > 0 bulges to
+    if rad < 0 or (rad == 0 and ny < 0):
+        nx, ny = -nx, -ny
+    middle = (source[0] + dx / 2 + rad / 2 * dy, source[1] + dy / 2 - rad / 2 * dx)
+    lines = label.splitlines()
+    half_w, half_h = _CHAR_W * max(map(len, lines)) / 2, _LINE_H * len(lines) / 2
+    clearance = abs(nx) * half_w + abs(ny) * half_h + 0.08
+    return middle[0] + nx * clearance, middle[1] + ny * clearance
 
 
 def lifecycle_figure(moves: Sequence[Move] = LIFECYCLE) -> Figure:
@@ -273,7 +301,7 @@ def lifecycle_figure(moves: Sequence[Move] = LIFECYCLE) -> Figure:
     Returns:
         A new figure with one axes (no ticks): one text box per state (its name in
         capitals), and per move an arrow (an annotation) and a label whose first line is
-        the move's event and second line its note.
+        the move's event and second line its note, placed beside the arrow.
     """
     fig = Figure(figsize=(10.0, 5.0), layout="constrained")
     ax = fig.add_subplot()
@@ -288,13 +316,10 @@ def lifecycle_figure(moves: Sequence[Move] = LIFECYCLE) -> Figure:
         arrow: dict[str, object] = {"arrowstyle": "-|>", "connectionstyle": f"arc3,rad={rad}"}
         arrow |= {"color": "tab:grey", "shrinkA": 0 if move.source is None else 30, "shrinkB": 30}
         ax.annotate("", xy=target, xytext=source, arrowprops=arrow)
-        dx, dy = target[0] - source[0], target[1] - source[1]
-        # the middle of an arc3 curve lies half way from the chord's middle to its control point
-        middle = (source[0] + dx / 2 + rad / 2 * dy, source[1] + dy / 2 - rad / 2 * dx)
-        label_box = {"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none"}
-        ax.text(*middle, f"{move.event}\n{move.note}", ha="center", va="center", fontsize=8, bbox=label_box)
+        label = f"{move.event}\n{move.note}"
+        ax.text(*_beside_arrow(source, target, rad, label), label, ha="center", va="center", fontsize=8)
     ax.set_xlim(-3.2, 11.2)
-    ax.set_ylim(-3.2, 2.4)
+    ax.set_ylim(-4.0, 2.4)
     ax.set_axis_off()
     ax.set_title("The life of a job")
     return fig

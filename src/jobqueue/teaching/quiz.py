@@ -19,6 +19,7 @@ import ast
 import asyncio
 import contextlib
 import io
+import re
 import textwrap
 from collections.abc import Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -111,6 +112,29 @@ class Mark:
     problem: str = ""
 
 
+_NUMBER = re.compile(r"(?<![\w.\-])(-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)(?![\w.])")
+"""A number standing on its own: ``30``, ``30.0``, ``-2.5``; not the ``1001`` of ``pick-1001``, ``5s``."""
+
+
+def same_output(given: str, expected: str) -> bool:
+    """Whether ``given`` is the printed text ``expected``, numbers compared by value.
+
+    Both are normalised (:func:`normalize_output`); then the text between numbers must be
+    identical and each number equal in value, since how a number prints is incidental
+    (``30`` for ``30.0``, ``retry 1`` for ``retry 1.0``). Numbers glued to words, like the
+    ``1001`` of ``pick-1001`` or the ``5`` of ``t=5s``, are compared as text.
+    """
+    got_parts = _NUMBER.split(normalize_output(given))
+    want_parts = _NUMBER.split(normalize_output(expected))
+    if len(got_parts) != len(want_parts):
+        return False
+    for index, (got, want) in enumerate(zip(got_parts, want_parts, strict=True)):
+        is_number = index % 2 == 1  # split() puts the captured numbers at odd places
+        if not (float(got) == float(want) if is_number else got == want):
+            return False
+    return True
+
+
 def mark(question: Question, given: str | None) -> Mark:
     """Grade one answer: a letter (or the option's text), printed text, or source code."""
     if given is None or not given.strip():
@@ -127,7 +151,7 @@ def mark(question: Question, given: str | None) -> Mark:
         ok = choice == question.answer
         return Mark(question=question, given=given, correct=ok, problem="" if ok else f"you chose {choice}")
     if question.kind == "predict":
-        ok = normalize_output(given) == question.answer
+        ok = same_output(given, question.answer)
         return Mark(question=question, given=given, correct=ok, problem="" if ok else "the output differs")
     problem = run_code(given, question.check)
     return Mark(question=question, given=given, correct=problem is None, problem=problem or "")

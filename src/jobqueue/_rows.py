@@ -1,0 +1,156 @@
+"""Stored rows to job records, for every SQL backend: one set of columns, one conversion.
+
+A row that cannot be read back (edited by hand, written by an old version) must not take
+the rows beside it down: :func:`job_from_row` raises :class:`CorruptJobError` naming the
+bad value, and :func:`salvage` turns the row into a readable record that carries that
+reason, so the queue can dead-letter it. Backends select :data:`JOB_COLUMNS` (live jobs)
+or :data:`DEAD_COLUMNS` (dead letters, ``leased_until`` and ``leased_at`` given as NULL)
+and pass each row here.
+
+Introduced in lesson 11.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from jobqueue.backoff import Backoff
+from jobqueue.errors import CorruptJobError, InvalidSettingError
+from jobqueue.job import MAX_ATTEMPTS_LIMIT, DeadLetter, Job, RetryPolicy
+
+JOB_FIELDS = (
+    "id",
+    "type",
+    "payload",
+    "attempts",
+    "max_attempts",
+    "base_s",
+    "cap_s",
+    "run_at",
+    "leased_until",
+    "leased_at",
+    "last_error",
+)
+"""The columns of a job row, in the order :func:`job_from_row` reads them."""
+
+JOB_COLUMNS = ", ".join(JOB_FIELDS)
+"""``JOB_FIELDS`` as a SQL select list."""
+
+DEAD_COLUMNS = JOB_COLUMNS.replace("leased_until, leased_at", "NULL, NULL") + ", died_at"
+"""The select list of a dead-letter row: a job row (never leased) and ``died_at``."""
+
+
+def job_from_row(row: Sequence[Any]) -> Job:
+    """The :class:`Job` of a row of :data:`JOB_COLUMNS`, every value checked.
+
+    Raises:
+        CorruptJobError: naming the job and the first value that cannot be part of a job
+            (a text where a count belongs, ``max_attempts`` of 0, a backoff of 0 s...).
+    """
+    values = dict(zip(JOB_FIELDS, row, strict=True))
+    job_id = values["id"]
+    try:
+        for name in ("id", "type", "payload"):
+            _check(
+                isinstance(values[name], str) and values[name] != "", name, values[name], "a non-empty text"
+            )
+        _check(
+            _is_int(values["attempts"]) and values["attempts"] >= 0,
+            "attempts",
+            values["attempts"],
+            "an int >= 0",
+        )
+        policy = RetryPolicy(
+            max_attempts=values["max_attempts"],
+            backoff=Backoff(base_s=values["base_s"], cap_s=values["cap_s"]),
+        )
+        _check(_is_time(values["run_at"]), "run_at", values["run_at"], "a finite time")
+        for name in ("leased_until", "leased_at"):
+            _check(
+                values[name] is None or _is_time(values[name]), name, values[name], "a finite time or NULL"
+            )
+        error = values["last_error"]
+        _check(error is None or isinstance(error, str), "last_error", error, "a text or NULL")
+    except InvalidSettingError as exc:
+        raise CorruptJobError(f"the stored row of job {job_id!r} cannot be read: {exc}") from exc
+    return Job(
+        id=job_id,
+        type=values["type"],
+        payload=values["payload"],
+        attempts=values["attempts"],
+        max_attempts=policy.max_attempts,
+        backoff=policy.backoff,
+        run_at=float(values["run_at"]),
+        leased_until=values["leased_until"],
+        leased_at=values["leased_at"],
+        last_error=error,
+    )
+
+
+def dead_from_row(row: Sequence[Any]) -> DeadLetter:
+    """The :class:`DeadLetter` of a row of :data:`DEAD_COLUMNS`.
+
+    Raises:
+        CorruptJobError: as :func:`job_from_row`, or for a ``died_at`` that is not a time.
+    """
+    died_at = row[-1]
+    job = job_from_row(row[:-1])
+    if not _is_time(died_at):
+        raise CorruptJobError(f"the stored row of job {job.id!r} cannot be read: died_at is {died_at!r}")
+    return DeadLetter(job=job, died_at=float(died_at))
+
+
+def salvage(row: Sequence[Any], error: CorruptJobError) -> Job:
+    """A readable, unleased stand-in for a corrupt row, to dead-letter with the reason.
+
+    Values that read as they should are kept; the others take their defaults (attempts
+    0, the default retry policy, ``run_at`` 0). ``last_error`` becomes ``"CorruptJobError:
+    …"``, followed by the row's own last error if it had one, so nothing is lost.
+    """
+    values = dict(zip(JOB_FIELDS, row, strict=True))
+    default = RetryPolicy()
+    try:
+        backoff = Backoff(base_s=values["base_s"], cap_s=values["cap_s"])
+    except InvalidSettingError:
+        backoff = default.backoff
+    max_attempts = values["max_attempts"]
+    if not (_is_int(max_attempts) and 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT):
+        max_attempts = default.max_attempts
+    attempts = values["attempts"] if _is_int(values["attempts"]) and values["attempts"] >= 0 else 0
+    reason = f"{type(error).__name__}: {error}"
+    if isinstance(values["last_error"], str):
+        reason += f" (its last error: {values['last_error']})"
+    return Job(
+        id=str(values["id"]),
+        type=values["type"] if isinstance(values["type"], str) and values["type"] else "?",
+        payload=values["payload"] if isinstance(values["payload"], str) else "null",
+        attempts=attempts,
+        max_attempts=max_attempts,
+        backoff=backoff,
+        run_at=float(values["run_at"]) if _is_time(values["run_at"]) else 0.0,
+        last_error=reason,
+    )
+
+
+def _check(ok: bool, name: str, value: object, wanted: str) -> None:
+    if not ok:
+        raise InvalidSettingError(f"{name} must be {wanted}, got {value!r}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_time(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def salvage_dead(row: Sequence[Any], error: CorruptJobError, now: float) -> DeadLetter:
+    """A readable stand-in for a corrupt row of :data:`DEAD_COLUMNS` (see :func:`salvage`).
+
+    ``died_at`` is kept if it is a time, else it becomes ``now`` (seconds).
+    """
+    died_at = row[-1]
+    return DeadLetter(job=salvage(row[:-1], error), died_at=float(died_at) if _is_time(died_at) else now)
