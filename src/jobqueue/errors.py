@@ -142,3 +142,18 @@ def describe_failure(error: BaseException | str) -> str:
     if isinstance(error, BaseException):
         return describe_error(error)
     raise InvalidSettingError(f"fail() needs the exception or a message, got {error!r}")
+
+
+class QueueUnavailableError(JobQueueError):
+    """A queue's database server cannot be reached: the connection dropped or the server restarted.
+
+    The message names the server (host, port, database; never a password). Nothing is
+    known to have changed by the call that raised it (a claim whose answer was lost leaves
+    its jobs leased until their leases run out). The queue connects again on its next
+    call; a :class:`~jobqueue.runner.Runner` waits a second and carries on. Introduced
+    in lesson 13.
+    """
+
+
+class QueueSchemaError(JobQueueError):
+    """A database holds ``jobqueue_`` tables of a schema version this jobqueue cannot read."""
