@@ -1,0 +1,66 @@
+"""The PostgreSQL server the course and the tests use (jobqueue.teaching.postgres_server)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jobqueue.teaching import postgres_server
+
+
+def test_the_server_runs_skip_locked(pg_conninfo: str) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_conninfo) as con:
+        con.execute("CREATE TABLE t (id int PRIMARY KEY)")
+        con.execute("INSERT INTO t SELECT generate_series(1, 3)")
+        con.commit()
+        with psycopg.connect(pg_conninfo) as other:
+            held = other.execute("SELECT id FROM t ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED").fetchall()
+            free = con.execute("SELECT id FROM t ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED").fetchall()
+        assert (held, free) == ([(1,)], [(2,)])
+
+
+def test_each_test_gets_its_own_empty_database(pg_url: str, pg_conninfo: str) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_conninfo) as con:
+        name = con.execute("SELECT current_database()").fetchone()
+        tables = con.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone()
+    assert name is not None and name[0].startswith("jobqueue_test_")
+    assert tables == (0,)
+
+
+@pytest.mark.skipif(bool(os.environ.get(postgres_server.ENV_VAR)), reason="a server of your own is in use")
+def test_the_local_server_is_postgresql_18_on_a_socket_and_shared_with_subprocesses(pg_url: str) -> None:
+    import psycopg
+
+    assert pg_url.startswith("postgresql://") and "host=/" in pg_url  # a Unix socket, no TCP
+    with psycopg.connect(pg_url) as con:
+        version = con.execute("SHOW server_version_num").fetchone()
+        listen = con.execute("SHOW listen_addresses").fetchone()
+    assert version is not None and int(version[0]) // 10000 == 18
+    assert listen == ("",)
+    code = "from jobqueue.teaching.postgres_server import database_url; print(database_url())"
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    child = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], env=env, capture_output=True, text=True
+    )
+    assert (child.returncode, child.stderr, child.stdout.strip()) == (0, "", pg_url)
+
+
+def test_the_environment_variable_names_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(postgres_server.ENV_VAR, "postgresql://app@db.example:5433/shop")
+    assert postgres_server.database_url() == "postgresql://app@db.example:5433/shop"
+
+
+def test_with_database_keeps_the_server_and_changes_the_database() -> None:
+    assert (
+        postgres_server.with_database("postgresql://postgres:@/postgres?host=/tmp/x", "other")
+        == "postgresql://postgres:@/other?host=/tmp/x"
+    )
+    from psycopg.conninfo import conninfo_to_dict
+
+    other = postgres_server.with_database("host=db port=5433 dbname=shop", "other")
+    assert conninfo_to_dict(other) == {"host": "db", "port": "5433", "dbname": "other"}
