@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+BENCH_STAMP := $(VENV)/.bench-stamp
 
 .PHONY: setup lab test check notebooks exercises bench
 
@@ -41,7 +42,12 @@ notebooks: $(STAMP)
 exercises: $(STAMP)
 	$(BIN)/python -m jobqueue.teaching.exercises build
 
-bench: $(STAMP)
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(STAMP) $(BENCH_STAMP)
 	$(BIN)/python benchmarks/queue_throughput.py
 	$(BIN)/python benchmarks/durable_throughput.py
 	$(BIN)/python benchmarks/worker_concurrency.py
+	$(BIN)/python benchmarks/postgres_throughput.py
