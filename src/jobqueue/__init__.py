@@ -5,10 +5,14 @@ Built one piece per lesson of the course in ``lessons/``; notebooks do
 modules of their own: :mod:`jobqueue.db`, :mod:`jobqueue.idempotency`,
 :mod:`jobqueue.outbox`; so is :mod:`jobqueue.fanout`. Lesson 11 adds
 :class:`DurableQueue` (jobs in a DuckDB file), :class:`Runner` (a worker service) and
-:class:`QueueMetrics`; :mod:`jobqueue.cli` is the ``jobqueue`` command line. ``jobqueue.shop`` and
+:class:`QueueMetrics`; :mod:`jobqueue.cli` is the ``jobqueue`` command line. Lesson 13 adds
+:class:`PostgresQueue` (jobs in PostgreSQL, shared by many processes; needs ``psycopg``,
+imported on first use). ``jobqueue.shop`` and
 ``jobqueue.shop_db`` are the course's running example, and ``jobqueue.teaching`` holds
 course helpers only.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from jobqueue import db, fanout, idempotency, outbox
 from jobqueue.backoff import DEFAULT_BASE_S, DEFAULT_CAP_S, Backoff, RandomFn
@@ -21,6 +25,7 @@ from jobqueue.errors import (
     PayloadError,
     PermanentJobError,
     QueueFileLockedError,
+    QueueUnavailableError,
     StaleLeaseError,
     TransactionAbortedError,
     UnknownJobTypeError,
@@ -34,6 +39,19 @@ from jobqueue.outbox import Relay
 from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, JobQueue, Queue
 from jobqueue.runner import Runner
 from jobqueue.worker import Handler, Heartbeat, JobEvent, Worker
+
+if TYPE_CHECKING:
+    from jobqueue.postgres import PostgresQueue
+
+
+def __getattr__(name: str) -> Any:
+    """``PostgresQueue`` on first use, so that ``import jobqueue`` works without psycopg."""
+    if name == "PostgresQueue":
+        from jobqueue.postgres import PostgresQueue
+
+        return PostgresQueue
+    raise AttributeError(f"module 'jobqueue' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_BASE_S",
@@ -58,10 +76,12 @@ __all__ = [
     "ManualClock",
     "PayloadError",
     "PermanentJobError",
+    "PostgresQueue",
     "Published",
     "Queue",
     "QueueFileLockedError",
     "QueueMetrics",
+    "QueueUnavailableError",
     "RandomFn",
     "Relay",
     "RetryPolicy",

@@ -93,3 +93,18 @@ class QueueFileLockedError(QueueFileError):
 def describe_error(error: BaseException) -> str:
     """Render an exception as the queue stores it: ``"ErrorClass: message"``."""
     return f"{type(error).__name__}: {error}"
+
+
+class QueueUnavailableError(JobQueueError):
+    """A queue's database server cannot be reached: the connection dropped or the server restarted.
+
+    The message names the server (host, port, database; never a password). Nothing is
+    known to have changed by the call that raised it (a claim whose answer was lost leaves
+    its jobs leased until their leases run out). The queue connects again on its next
+    call; a :class:`~jobqueue.runner.Runner` waits ``poll_s`` and carries on. Introduced
+    in lesson 13.
+    """
+
+
+class QueueSchemaError(JobQueueError):
+    """A database holds ``jobqueue_`` tables of a schema version this jobqueue cannot read."""

@@ -23,12 +23,12 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from jobqueue.clock import SleepingClock
-from jobqueue.errors import InvalidSettingError, StaleLeaseError
+from jobqueue.errors import InvalidSettingError, QueueUnavailableError, StaleLeaseError
 from jobqueue.job import Lease, check_count, check_positive_seconds
 from jobqueue.worker import Attempt, JobEvent, Worker
 
@@ -101,6 +101,11 @@ class Runner:
         self._refresh_s = worker.heartbeat_s if worker.heartbeat_s is not None else timeout_s / 3
         self._stopping = asyncio.Event()
         self._hurry = asyncio.Event()
+        # A queue that can tell when work arrives (PostgresQueue: LISTEN/NOTIFY) wakes an
+        # idle runner at once; polling every poll_s stays the fallback.
+        self._wait_for_work: Callable[[float], Awaitable[bool]] | None = getattr(
+            worker.queue, "wait_for_work", None
+        )
 
     def stop(self) -> None:
         """Ask the runner to shut down: stop claiming, then finish or give back running jobs.
@@ -149,19 +154,19 @@ class Runner:
         stopping = asyncio.create_task(self._stopping.wait())
         try:
             while not self._stopping.is_set():
-                events += self._keep_alive(waiting)
-                wanted = self.concurrency - len(running) + self.prefetch - len(waiting)
-                claimed = self.worker.queue.claim_many(wanted) if wanted > 0 else []
-                waiting.extend(claimed)
-                self._start(waiting, running)
-                if until_idle and not running:
+                try:
+                    idle = await self._step(running, waiting, events, stopping, until_idle=until_idle)
+                except QueueUnavailableError as lost:
+                    # The queue's server is away (restart, dropped connection): wait, then
+                    # try again; the jobs running now carry on.
+                    if self._log is not None:
+                        self._log(f"queue unavailable, trying again in {self.poll_s:g} s: {lost}")
+                    pause = asyncio.ensure_future(self.clock.sleep(self.poll_s))
+                    await asyncio.wait({pause, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                    pause.cancel()
+                    continue
+                if idle:
                     break
-                # Wake when a slot frees; with no more due jobs also after poll_s, and in
-                # time to extend the leases of prefetched jobs.
-                nap_s = [self.poll_s] if len(claimed) < wanted else []
-                nap_s += [self._refresh_due(lease) - self.clock.now() for lease in waiting]
-                nap = self.clock.sleep(max(0.0, min(nap_s))) if nap_s else None
-                events += await self._settle_next(running, waiting, {stopping}, nap)
             events += await self._shut_down(running, waiting)
         except BaseException:
             # A failing queue, or this task cancelled: stop the jobs, leave their leases to
@@ -174,6 +179,42 @@ class Runner:
         finally:
             stopping.cancel()
         return events
+
+    async def _step(
+        self,
+        running: dict[asyncio.Task[Attempt], Lease],
+        waiting: deque[Lease],
+        events: list[JobEvent],
+        stopping: asyncio.Task[bool],
+        *,
+        until_idle: bool,
+    ) -> bool:
+        """Claim for the free slots, start jobs, wait for the next thing to do; True once idle."""
+        events.extend(self._keep_alive(waiting))
+        wanted = self.concurrency - len(running) + self.prefetch - len(waiting)
+        claimed = self.worker.queue.claim_many(wanted) if wanted > 0 else []
+        waiting.extend(claimed)
+        self._start(waiting, running)
+        if until_idle and not running:
+            return True
+        # Wake when a slot frees; with no more due jobs also after poll_s (or when the
+        # queue says work arrived), and in time to extend the leases of prefetched jobs.
+        short = len(claimed) < wanted
+        nap_s = [self.poll_s] if short else []
+        nap_s += [self._refresh_due(lease) - self.clock.now() for lease in waiting]
+        nap = self.clock.sleep(max(0.0, min(nap_s))) if nap_s else None
+        watch: set[asyncio.Task[bool]] = {stopping}
+        if short and self._wait_for_work is not None:
+            watch.add(asyncio.ensure_future(self._wait_for_work(self.poll_s)))
+        try:
+            events.extend(await self._settle_next(running, waiting, watch, nap))
+        finally:
+            for task in watch - {stopping}:
+                task.cancel()
+        for task in watch - {stopping}:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                task.result()  # a lost listening connection: raise QueueUnavailableError
+        return False
 
     def _refresh_due(self, lease: Lease) -> float:
         """When a waiting prefetched ``lease`` should be extended (seconds on the clock)."""

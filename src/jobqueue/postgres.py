@@ -1,0 +1,660 @@
+"""A job queue in PostgreSQL that any number of processes share: ``FOR UPDATE SKIP LOCKED``.
+
+:class:`PostgresQueue` keeps the promises of :class:`jobqueue.queue.JobQueue` and
+:class:`jobqueue.durable.DurableQueue` (the same contract tests run against all three),
+and adds what a database server allows and a DuckDB file does not:
+
+- **Many processes.** Producers and workers on any number of processes or machines
+  enqueue and claim at once on one database. A claim is one statement that locks the
+  due rows it takes and skips rows other claims hold (``FOR UPDATE SKIP LOCKED``), so
+  two workers never get the same job and never wait for each other.
+- **Lease tokens from a sequence**, unique across every process, checked together with
+  the job's id in the same statement as the ack, fail, extension or release: a worker
+  whose lease ran out and was claimed again elsewhere is refused
+  (:class:`~jobqueue.errors.StaleLeaseError`), wherever it runs.
+- **Wake-ups.** Every enqueue sends ``NOTIFY jobqueue_jobs`` at commit;
+  :meth:`PostgresQueue.wait_for_work` returns as soon as one arrives, so a
+  :class:`~jobqueue.runner.Runner` starts a new job at once instead of at its next poll.
+- **Transactional enqueue.** Pass your own psycopg connection (``conn=``) and the job is
+  written in your transaction: it commits, or rolls back, with your order. When the data
+  and the queue share a database this replaces the outbox and its relay.
+- **Batches in one round trip**, with duplicate ids skipped (``ON CONFLICT DO NOTHING``);
+  :meth:`PostgresQueue.enqueue_batch` says which jobs were added.
+
+The SQL lives in ``postgres.sql`` beside this module, one named block per statement, with
+a comment on each clause that matters. Tables are prefixed ``jobqueue_`` and created on
+first use, with a schema version. Times are seconds since the epoch from the queue's
+clock, passed as parameters: every process must use the same wall clock
+(:class:`~jobqueue.clock.SystemClock`; a :class:`~jobqueue.clock.ManualClock` in tests).
+
+A dropped connection or a restarted server raises
+:class:`~jobqueue.errors.QueueUnavailableError` naming the server; the next call connects
+again, and a :class:`~jobqueue.runner.Runner` waits and carries on.
+
+Introduced in lesson 13.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random as _random
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import aclosing, contextmanager, suppress
+from dataclasses import dataclass
+from importlib import resources
+from types import TracebackType
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from jobqueue.backoff import Backoff, RandomFn
+from jobqueue.clock import Clock, SystemClock
+from jobqueue.durable import _dead, _job
+from jobqueue.errors import (
+    DeadLetterNotFoundError,
+    InvalidSettingError,
+    QueueSchemaError,
+    QueueUnavailableError,
+    describe_error,
+)
+from jobqueue.job import DeadLetter, Job, JobType, Lease, RetryPolicy, check_count, check_positive_seconds
+from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics, bucket, check_window
+from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, check_ids, stale_lease
+
+P = TypeVar("P")
+
+SCHEMA_VERSION = 1
+"""Version of the ``jobqueue_`` tables this module reads and writes."""
+
+CHANNEL = "jobqueue_jobs"
+"""The ``LISTEN``/``NOTIFY`` channel on which enqueues wake waiting workers."""
+
+
+def _load_sql() -> dict[str, str]:
+    """The named blocks of ``postgres.sql``: ``-- name: x`` starts block ``x``."""
+    text = resources.files("jobqueue").joinpath("postgres.sql").read_text()
+    blocks = re.split(r"^-- name: (\w+)\n", text, flags=re.MULTILINE)
+    return {name: body.strip() for name, body in zip(blocks[1::2], blocks[2::2], strict=True)}
+
+
+SQL = _load_sql()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Enqueued:
+    """One entry of :meth:`PostgresQueue.enqueue_batch`: the job's record, and whether it is new.
+
+    ``added`` is ``False`` when the queue already held a job with that id (waiting, leased
+    or dead); ``job`` is then that job's record. Introduced in lesson 13.
+    """
+
+    job: Job
+    added: bool
+
+
+class PostgresQueue:
+    """A job queue in PostgreSQL tables, with leases, retries with backoff, and dead letters.
+
+    Args:
+        conninfo: where the database is: a URL (``postgresql://user@host:5432/db``) or a
+            libpq ``key=value`` string.
+        clock: where the queue reads the time; default :class:`SystemClock` (seconds since
+            the epoch). Every process sharing the database must read the same clock.
+        visibility_timeout_s: how long a claim hides a job, in seconds (> 0).
+        retry: retry policy of job types that do not bring their own.
+        random: source of jitter for retry delays, returning floats in ``[0, 1]``.
+
+    Raises:
+        QueueUnavailableError: if the server cannot be reached (the message names it).
+        QueueSchemaError: if the database holds ``jobqueue_`` tables of another version.
+        InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0.
+
+    Every method is one transaction. One queue object holds one connection, shared by the
+    tasks of an event loop or by threads (calls are serialised); open one queue per process
+    and as many processes as you like. A claim costs O(log n) in the backlog (an index on
+    the visible time). Use it as a context manager, or call :meth:`close`.
+
+    Introduced in lesson 13.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        clock: Clock | None = None,
+        visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        random: RandomFn = _random.random,
+    ) -> None:
+        self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.retry = retry if retry is not None else RetryPolicy()
+        self.conninfo = conninfo
+        self.server = describe_server(conninfo)
+        self._random = random
+        self._lock = threading.RLock()
+        self._outcomes = OutcomeLog()  # counted but not yet written to jobqueue_outcomes
+        self._flushed_at: int | None = None
+        self._con: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._listener: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
+        self._listener_loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        try:
+            with self._transaction() as con:
+                _create_schema(con, self.server)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- opening and closing ---------------------------------------------------------
+
+    def close(self) -> None:
+        """Write pending counts and close the connections; closing twice is harmless."""
+        with self._lock:
+            if self._closed:
+                return
+            with suppress(QueueUnavailableError):  # counts lost with the server: only metrics use them
+                self._flush(self.clock.now())
+            if self._con is not None:
+                self._con.close()
+            if self._listener is not None:
+                self._listener.pgconn.finish()  # an async connection's socket, closed without a loop
+            self._closed = True
+
+    def __enter__(self) -> PostgresQueue:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- producer side -----------------------------------------------------------------
+
+    def enqueue(
+        self,
+        job_type: JobType[P],
+        payload: P,
+        *,
+        id: str | None = None,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> Job:
+        """Add a job, waiting from now on, and return its record; see :meth:`JobQueue.enqueue`.
+
+        Args:
+            job_type: the job's type.
+            payload: an instance of ``job_type.payload_type``.
+            id: the job's id; an id the queue already holds (waiting, leased or dead) adds
+                nothing and that job's record is returned.
+            conn: your own psycopg connection: the job is written in its current
+                transaction and becomes visible when you commit (gone if you roll back).
+                Without it the queue commits the job at once.
+
+        Raises:
+            PayloadError: if the payload is of the wrong class or not JSON-serialisable.
+        """
+        return self.enqueue_batch(job_type, [payload], ids=None if id is None else [id], conn=conn)[0].job
+
+    def enqueue_many(
+        self,
+        job_type: JobType[P],
+        payloads: Sequence[P],
+        *,
+        ids: Sequence[str] | None = None,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> list[Job]:
+        """Enqueue several jobs of one type in one statement, in order; see :meth:`enqueue`.
+
+        Returns:
+            One record per payload: the new job's, or that of the job already held under
+            its id.
+
+        Raises:
+            PayloadError: if any payload is invalid; then no job is added.
+            InvalidSettingError: if ``ids`` and ``payloads`` differ in length.
+        """
+        return [entry.job for entry in self.enqueue_batch(job_type, payloads, ids=ids, conn=conn)]
+
+    def enqueue_batch(
+        self,
+        job_type: JobType[P],
+        payloads: Sequence[P],
+        *,
+        ids: Sequence[str] | None = None,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> list[Enqueued]:
+        """Like :meth:`enqueue_many`, saying of each job whether this call added it.
+
+        One round trip for the whole batch (``INSERT … ON CONFLICT DO NOTHING``). An id
+        repeated within the batch is added once, with its first payload.
+
+        Raises:
+            PayloadError: if any payload is invalid; then no job is added.
+            InvalidSettingError: if ``ids`` and ``payloads`` differ in length.
+        """
+        check_ids(ids, payloads)
+        data = [job_type.dump(payload) for payload in payloads]  # all checked before any is written
+        wanted: list[str | None] = list(ids) if ids is not None else [None] * len(data)
+        first: dict[str, int] = {}
+        rows: list[int] = []  # indexes of the payloads to send: fresh ids, first copy of each id
+        for index, job_id in enumerate(wanted):
+            if job_id is None or first.setdefault(job_id, index) == index:
+                rows.append(index)
+        policy = job_type.retry or self.retry
+        results: dict[int, Enqueued] = {}
+        with self._connection(conn) as con:
+            while rows:
+                now = self.clock.now()
+                found = con.execute(
+                    SQL["enqueue"],
+                    {
+                        "ids": [wanted[i] for i in rows],
+                        "payloads": [data[i] for i in rows],
+                        "type": job_type.name,
+                        "max_attempts": policy.max_attempts,
+                        "base_s": policy.backoff.base_s,
+                        "cap_s": policy.backoff.cap_s,
+                        "now": now,
+                    },
+                ).fetchall()
+                retry = []
+                for index, (job_id, added, *old) in zip(rows, found, strict=True):
+                    if added:
+                        new = Job(
+                            id=job_id,
+                            type=job_type.name,
+                            payload=data[index],
+                            max_attempts=policy.max_attempts,
+                            backoff=policy.backoff,
+                            run_at=now,
+                        )
+                        results[index] = Enqueued(job=new, added=True)
+                    elif wanted[index] is None:
+                        retry.append(index)  # a job-N already taken by a chosen id: draw another
+                    elif old[0] is not None:
+                        results[index] = Enqueued(job=_job(old), added=False)
+                    else:  # committed by another transaction after this statement began
+                        again = con.execute(SQL["find"], {"ids": [job_id]}).fetchall()
+                        results[index] = Enqueued(job=_job(again[0]), added=False)
+                rows = retry
+        for index, job_id in enumerate(wanted):
+            if index not in results:  # a repeated id: the first copy's record, not added by it
+                assert job_id is not None
+                results[index] = Enqueued(job=results[first[job_id]].job, added=False)
+        return [results[index] for index in range(len(wanted))]
+
+    # -- worker side -------------------------------------------------------------------
+
+    def claim(self) -> Lease | None:
+        """Lease the job that has been claimable longest, or ``None``; see :meth:`JobQueue.claim`."""
+        leases = self.claim_many(1)
+        return leases[0] if leases else None
+
+    def claim_many(self, limit: int) -> list[Lease]:
+        """Claim up to ``limit`` due jobs, longest-claimable first, skipping jobs others are claiming.
+
+        Each claim counts as an attempt and hides its job for the visibility timeout. Jobs
+        whose final attempt's lease ran out are dead-lettered on the way; a row that cannot
+        be read back as a job is dead-lettered with the reason.
+
+        Raises:
+            InvalidSettingError: if ``limit`` is not an int >= 1.
+        """
+        check_count("limit", limit)
+        leases: list[Lease] = []
+        with self._connection() as con:
+            buried = 1
+            while buried and len(leases) < limit:  # buried jobs took up places: look again
+                now = self.clock.now()
+                rows = con.execute(
+                    SQL["claim"],
+                    {"now": now, "until": now + self.visibility_timeout_s, "limit": limit - len(leases)},
+                ).fetchall()
+                buried = rows[0][0]
+                for row in rows:
+                    if row[1] is not None:
+                        lease = self._lease(con, row[1:12], now)
+                        if lease is not None:
+                            leases.append(lease)
+                        else:
+                            buried += 1
+        return leases
+
+    def ack(self, lease: Lease) -> None:
+        """Mark the leased job done: its row is deleted; see :meth:`JobQueue.ack`.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
+                changes.
+        """
+        with self._connection() as con:
+            if not self._delete_acked(con, [lease]):
+                self._check_holder(con, lease)  # raises StaleLeaseError, saying why
+        self._record(done=1, failed=0)
+
+    def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
+        """Ack every lease still held, in one statement; return the stale ones.
+
+        A stale lease changes nothing and does not stop the others being acked. A lease
+        passed twice is acked once; its second copy is stale, as with :meth:`JobQueue.ack_many`.
+        """
+        if not leases:
+            return []
+        with self._connection() as con:
+            acked = self._delete_acked(con, leases)
+        self._record(done=len(acked), failed=0)
+        stale = []
+        for lease in leases:
+            if lease.token in acked:
+                acked.discard(lease.token)  # a later copy finds the job gone
+            else:
+                stale.append(lease)
+        return stale
+
+    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
+        """Record a failed attempt: retry after the backoff, or dead; see :meth:`JobQueue.fail`.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
+                changes.
+        """
+        message = error if isinstance(error, str) else describe_error(error)
+        outcome: FailOutcome
+        with self._connection() as con:
+            job = self._check_holder(con, lease)
+            now = self.clock.now()
+            held = {"id": job.id, "token": lease.token, "error": message}
+            if permanent or job.attempts >= job.max_attempts:
+                changed = con.execute(SQL["bury"], held | {"now": now}).fetchall()
+                outcome = "dead"
+            else:
+                run_at = now + job.backoff.delay_s(job.attempts, self._random)
+                changed = con.execute(SQL["retry"], held | {"run_at": run_at}).fetchall()
+                outcome = "retry"
+            if not changed:  # claimed again between the two statements
+                self._check_holder(con, lease)
+        self._record(done=0, failed=1)  # counted once committed: a rollback counts nothing
+        return outcome
+
+    def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
+        """Heartbeat: push the lease's end to ``now + by_s``; see :meth:`JobQueue.extend_lease`.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease.
+            InvalidSettingError: if ``by_s`` is not a finite number > 0.
+        """
+        extra_s = self.visibility_timeout_s if by_s is None else check_positive_seconds("by_s", by_s)
+        with self._connection() as con:
+            until = self.clock.now() + extra_s
+            rows = con.execute(
+                SQL["extend"], {"until": until, "id": lease.job.id, "token": lease.token}
+            ).fetchall()
+            if not rows:
+                self._check_holder(con, lease)
+        return Lease(job=_job(rows[0]), token=lease.token)
+
+    def release(self, lease: Lease) -> Job:
+        """Give a claimed job back unrun, due now, the attempt not counted; see :meth:`JobQueue.release`.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease.
+        """
+        with self._connection() as con:
+            rows = con.execute(
+                SQL["release"], {"now": self.clock.now(), "id": lease.job.id, "token": lease.token}
+            ).fetchall()
+            if not rows:
+                self._check_holder(con, lease)
+        return _job(rows[0][:-1])
+
+    async def wait_for_work(self, timeout_s: float) -> bool:
+        """Wait until a job is enqueued (a ``NOTIFY`` at its commit), at most ``timeout_s`` seconds.
+
+        A :class:`~jobqueue.runner.Runner` calls this while its queue is empty, beside its
+        poll, so a new job starts within milliseconds without polling faster. Uses a second
+        connection that listens (``LISTEN``), opened on the first call.
+
+        Returns:
+            ``True`` if a notification arrived, ``False`` after the timeout. A notification
+            is a hint, not a promise: another worker may claim the job first.
+
+        Raises:
+            QueueUnavailableError: if the server cannot be reached.
+        """
+        loop = asyncio.get_running_loop()
+        try:
+            if self._listener is None or self._listener.closed or self._listener_loop is not loop:
+                if self._listener is not None:
+                    self._listener.pgconn.finish()
+                self._listener = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+                self._listener_loop = loop
+                await self._listener.execute(f"LISTEN {CHANNEL}")
+            async with aclosing(self._listener.notifies(timeout=timeout_s, stop_after=1)) as notes:
+                async for _ in notes:
+                    return True
+            return False
+        except psycopg.OperationalError as exc:
+            if self._listener is not None:
+                self._listener.pgconn.finish()
+            self._listener = None
+            raise self._unavailable(exc) from exc
+
+    # -- dead letters ------------------------------------------------------------------
+
+    def replay(self, job_id: str) -> Job:
+        """Move a dead job back to waiting with a fresh budget; see :meth:`JobQueue.replay`.
+
+        Raises:
+            DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
+        """
+        with self._connection() as con:
+            rows = con.execute(SQL["replay"], {"id": job_id, "now": self.clock.now()}).fetchall()
+        if not rows:
+            raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
+        return _job(rows[0][:-1])
+
+    def discard(self, job_id: str) -> DeadLetter:
+        """Delete a dead letter that has been dealt with, and return it.
+
+        Raises:
+            DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
+        """
+        with self._connection() as con:
+            rows = con.execute(SQL["discard"], {"id": job_id}).fetchall()
+        if not rows:
+            raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
+        return _dead(rows[0])
+
+    # -- looking inside ----------------------------------------------------------------
+
+    def get(self, job_id: str) -> Job | None:
+        """The record of a waiting or leased job, or ``None`` (done, dead or never seen)."""
+        with self._connection() as con:
+            rows = con.execute(SQL["get"], {"id": job_id}).fetchall()
+        return _job(rows[0]) if rows else None
+
+    def jobs(self) -> list[Job]:
+        """Records of every waiting or leased job, in the order they become claimable."""
+        with self._connection() as con:
+            return [_job(row) for row in con.execute(SQL["jobs"]).fetchall()]
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """The dead-letter queue: jobs that will not be retried, oldest death first."""
+        with self._connection() as con:
+            return [_dead(row) for row in con.execute(SQL["dead_letters"]).fetchall()]
+
+    def next_visible_at(self) -> float | None:
+        """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""
+        with self._connection() as con:
+            value = con.execute(SQL["next_visible_at"]).fetchall()[0][0]
+        return None if value is None else float(value)
+
+    def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> QueueMetrics:
+        """The numbers to watch now, with the failure rate over the last ``window_s`` seconds.
+
+        ``done`` and ``failed`` add up every process's counts, each written within about a
+        second of the outcome (this process's are written first).
+
+        Raises:
+            InvalidSettingError: if ``window_s`` is not > 0 s or longer than a day.
+        """
+        check_window(window_s)
+        now = self.clock.now()
+        self._flush(now)
+        with self._connection() as con:
+            row = con.execute(SQL["metrics"], {"now": now, "since": bucket(now - window_s)}).fetchall()[0]
+        waiting, scheduled, leased, oldest_s, dead, done, failed = row
+        return QueueMetrics(
+            at=now,
+            waiting=waiting,
+            scheduled=scheduled,
+            leased=leased,
+            oldest_waiting_age_s=float(oldest_s),
+            window_s=window_s,
+            done=int(done),
+            failed=int(failed),
+            dead_letters=dead,
+        )
+
+    def __len__(self) -> int:
+        """Number of waiting or leased jobs (dead ones not included)."""
+        with self._connection() as con:
+            count: int = con.execute(SQL["count"]).fetchall()[0][0]
+        return count
+
+    def __repr__(self) -> str:
+        return f"PostgresQueue({self.server})"
+
+    # -- internals ---------------------------------------------------------------------
+
+    @contextmanager
+    def _connection(self, conn: psycopg.Connection[Any] | None = None) -> Iterator[psycopg.Connection[Any]]:
+        """The queue's connection (reconnecting if it was lost), or the caller's ``conn``.
+
+        The queue's connection is in autocommit mode: each statement is a transaction of
+        its own (one round trip), which is all most methods need, since each of their
+        writes is one statement that checks what it relies on. On the caller's ``conn``
+        nothing is committed here: the caller's transaction decides.
+        """
+        if conn is not None:
+            yield conn
+            return
+        with self._lock:
+            if self._closed:
+                raise QueueUnavailableError(f"the queue on {self.server} is closed")
+            try:
+                if self._con is None or self._con.closed:
+                    self._con = psycopg.connect(self.conninfo, autocommit=True)
+                yield self._con
+            except psycopg.OperationalError as exc:
+                if self._con is not None and self._con.broken:
+                    self._con.close()
+                raise self._unavailable(exc) from exc
+
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """The queue's connection inside one transaction: committed at the end, or rolled back."""
+        with self._connection() as con, con.transaction():
+            yield con
+
+    def _unavailable(self, exc: psycopg.OperationalError) -> QueueUnavailableError:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return QueueUnavailableError(
+            f"lost the connection to {self.server} ({reason}); the next call connects again"
+        )
+
+    def _lease(self, con: psycopg.Connection[Any], row: Sequence[Any], now: float) -> Lease | None:
+        """The lease of a claimed ``row`` (job columns, then the token); ``None`` if unreadable.
+
+        An unreadable row (corrupted in the table) is dead-lettered with the reason.
+        """
+        try:
+            return Lease(job=_job(row[:-1]), token=row[-1])
+        except Exception as exc:  # any failure to build the record: the row is unusable
+            reason = f"unreadable job row: {describe_error(exc)}"
+            default = Backoff()
+            con.execute(
+                SQL["bury_unreadable"],
+                {"id": row[0], "now": now, "error": reason, "base_s": default.base_s, "cap_s": default.cap_s},
+            )
+            return None
+
+    def _check_holder(self, con: psycopg.Connection[Any], lease: Lease) -> Job:
+        """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
+        rows = con.execute(SQL["holder"], {"id": lease.job.id}).fetchall()
+        job = _job(rows[0][:-1]) if rows else None
+        current = rows[0][-1] if rows else None
+        if job is None or current != lease.token:
+            raise stale_lease(lease, job, current)
+        return job
+
+    def _delete_acked(self, con: psycopg.Connection[Any], leases: Sequence[Lease]) -> set[str]:
+        """Delete the jobs held under ``leases`` (id and token both match); return the tokens acked."""
+        rows = con.execute(
+            SQL["ack"],
+            {"ids": [lease.job.id for lease in leases], "tokens": [lease.token for lease in leases]},
+        ).fetchall()
+        return {row[0] for row in rows}
+
+    def _record(self, *, done: int, failed: int) -> None:
+        """Count committed outcomes in memory; write them to the table once a second."""
+        now = self.clock.now()
+        with self._lock:
+            self._outcomes.record(now, failed=False, count=done)
+            self._outcomes.record(now, failed=True, count=failed)
+            if bucket(now) != self._flushed_at:
+                self._flush(now)
+
+    def _flush(self, now: float) -> None:
+        """Add the counted outcomes to ``jobqueue_outcomes``; forget buckets older than a day."""
+        with self._lock:
+            rows = self._outcomes.rows()
+            if rows:
+                with self._transaction() as con:
+                    con.execute(
+                        SQL["count_outcomes"],
+                        {
+                            "seconds": [second for second, _, _ in rows],
+                            "done": [done for _, done, _ in rows],
+                            "failed": [failed for _, _, failed in rows],
+                        },
+                    )
+                    con.execute(SQL["forget_outcomes"], {"before": bucket(now - RETENTION_S)})
+                self._outcomes.clear()
+            self._flushed_at = bucket(now)
+
+
+def describe_server(conninfo: str) -> str:
+    """Name the server and database of ``conninfo`` for messages, never its password.
+
+    >>> describe_server("postgresql://app:secret@db.example:5433/shop")
+    'PostgreSQL at db.example:5433, database shop'
+
+    Raises:
+        InvalidSettingError: if ``conninfo`` is not a valid URL or ``key=value`` string.
+    """
+    try:
+        params = conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as exc:
+        raise InvalidSettingError(f"not a PostgreSQL URL or conninfo string: {exc}") from exc
+    host = params.get("host") or "localhost"
+    port = params.get("port") or "5432"
+    database = params.get("dbname") or params.get("user") or "postgres"
+    return f"PostgreSQL at {host}:{port}, database {database}"
+
+
+def _create_schema(con: psycopg.Connection[Any], server: str) -> None:
+    """Create the ``jobqueue_`` tables unless they exist; check their version."""
+    if not con.execute(SQL["has_schema"]).fetchall()[0][0]:
+        con.execute(SQL["lock_schema"])  # held to the end of the transaction
+        if not con.execute(SQL["has_schema"]).fetchall()[0][0]:
+            con.execute(SQL["schema"].encode())  # several statements, no parameters
+    versions = [row[0] for row in con.execute(SQL["schema_version"]).fetchall()]
+    if versions != [SCHEMA_VERSION]:
+        raise QueueSchemaError(
+            f"{server} holds jobqueue tables of schema version {versions}, and this jobqueue"
+            f" reads version {SCHEMA_VERSION}: use a matching jobqueue, or another database"
+        )

@@ -1,0 +1,203 @@
+-- The SQL of jobqueue.postgres.PostgresQueue, one named block per statement.
+-- Times are seconds since the epoch from the queue's clock, passed in as %(now)s: never
+-- the server's now(), so a ManualClock drives the tests and every process agrees.
+-- One table holds live and dead jobs (died_at is NULL while a job lives), so the primary
+-- key alone keeps an id unique across waiting, leased and dead jobs, even between processes.
+
+-- name: schema
+-- Run once per database under an advisory lock (two processes may start at once).
+CREATE TABLE jobqueue_schema (version integer NOT NULL);
+CREATE SEQUENCE jobqueue_serial;  -- claim order among jobs visible at the same time
+CREATE SEQUENCE jobqueue_lease;   -- lease tokens: unique across every process and queue object
+CREATE SEQUENCE jobqueue_job_id;  -- ids job-N of jobs enqueued without one
+CREATE TABLE jobqueue_jobs (
+    id text PRIMARY KEY,
+    type text NOT NULL,
+    payload text NOT NULL,
+    attempts integer NOT NULL DEFAULT 0,
+    max_attempts integer NOT NULL,
+    base_s double precision NOT NULL,
+    cap_s double precision NOT NULL,
+    run_at double precision NOT NULL,
+    leased_until double precision,
+    lease_token text,
+    last_error text,
+    visible_at double precision NOT NULL,  -- run_at, or the lease's end while leased
+    serial bigint NOT NULL DEFAULT nextval('jobqueue_serial'),
+    died_at double precision  -- set when the job is dead-lettered
+);
+-- The claim reads this index in order and stops after LIMIT rows: O(log n) in the backlog.
+CREATE INDEX jobqueue_jobs_claim ON jobqueue_jobs (visible_at, serial) WHERE died_at IS NULL;
+CREATE INDEX jobqueue_jobs_dead ON jobqueue_jobs (died_at, id) WHERE died_at IS NOT NULL;
+CREATE TABLE jobqueue_outcomes (
+    second bigint PRIMARY KEY,
+    done bigint NOT NULL,
+    failed bigint NOT NULL
+);
+INSERT INTO jobqueue_schema VALUES (1);
+
+-- name: lock_schema
+SELECT pg_advisory_xact_lock(hashtext('jobqueue_schema'));
+
+-- name: schema_version
+SELECT version FROM jobqueue_schema;
+
+-- name: has_schema
+SELECT to_regclass('jobqueue_schema') IS NOT NULL;
+
+-- name: enqueue
+-- Every payload in one statement. Rows without an id take job-N from the sequence. ON
+-- CONFLICT DO NOTHING skips an id already held (waiting, leased or dead, committed by
+-- anyone); `old` is what this statement's snapshot shows of a skipped id.
+WITH wanted AS MATERIALIZED (
+    SELECT n, coalesce(id, 'job-' || nextval('jobqueue_job_id')) AS id, payload
+    FROM unnest(%(ids)s::text[], %(payloads)s::text[]) WITH ORDINALITY AS w (id, payload, n)
+), added AS (
+    INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, run_at, visible_at)
+    SELECT id, %(type)s, payload, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s
+    FROM wanted ORDER BY n
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id, pg_notify('jobqueue_jobs', '')  -- wakes listening workers at commit
+)
+SELECT wanted.id, added.id IS NOT NULL,
+       old.id, old.type, old.payload, old.attempts, old.max_attempts, old.base_s, old.cap_s,
+       old.run_at, old.leased_until, old.last_error
+FROM wanted
+LEFT JOIN added ON added.id = wanted.id
+LEFT JOIN jobqueue_jobs AS old ON old.id = wanted.id AND added.id IS NULL
+ORDER BY wanted.n;
+
+-- name: find
+SELECT id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error
+FROM jobqueue_jobs WHERE id = ANY(%(ids)s::text[]);
+
+-- name: claim
+-- The `due` CTE picks the jobs claimable longest, in index order, and locks them; SKIP
+-- LOCKED passes over rows another worker's claim has locked, so workers never wait for
+-- each other or get the same job. Keeping the pick in a CTE fences the planner: the
+-- LIMIT applies before the update, never to more rows. A due job whose final attempt's
+-- lease ran out (spent) is dead-lettered instead of claimed; the others are leased.
+WITH due AS (
+    SELECT id, visible_at, serial, attempts >= max_attempts AS spent
+    FROM jobqueue_jobs
+    WHERE died_at IS NULL AND visible_at <= %(now)s
+    ORDER BY visible_at, serial
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), buried AS (
+    UPDATE jobqueue_jobs AS job
+    SET died_at = %(now)s, leased_until = NULL, lease_token = NULL,
+        last_error = 'LeaseExpired: final attempt ' || job.attempts || ' was neither acked nor failed in time'
+    FROM due WHERE job.id = due.id AND due.spent
+    RETURNING job.id
+), claimed AS (
+    UPDATE jobqueue_jobs AS job
+    SET attempts = job.attempts + 1, leased_until = %(until)s, visible_at = %(until)s,
+        lease_token = 'lease-' || nextval('jobqueue_lease'), serial = nextval('jobqueue_serial')
+    FROM due WHERE job.id = due.id AND NOT due.spent
+    RETURNING job.id, job.type, job.payload, job.attempts, job.max_attempts, job.base_s, job.cap_s,
+              job.run_at, job.leased_until, job.last_error, job.lease_token,
+              due.visible_at AS was_visible_at, due.serial AS was_serial
+)
+SELECT (SELECT count(*) FROM buried), claimed.*
+FROM (SELECT) AS one LEFT JOIN claimed ON true
+ORDER BY was_visible_at, was_serial;
+
+-- name: ack
+-- The token alone is never trusted: it must be the current lease of that very job.
+DELETE FROM jobqueue_jobs AS job
+USING unnest(%(ids)s::text[], %(tokens)s::text[]) AS held (id, token)
+WHERE job.id = held.id AND job.lease_token = held.token AND job.died_at IS NULL
+RETURNING job.lease_token;
+
+-- name: holder
+SELECT id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error,
+       lease_token
+FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NULL;
+
+-- name: retry
+UPDATE jobqueue_jobs
+SET run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL, lease_token = NULL,
+    last_error = %(error)s, serial = nextval('jobqueue_serial')
+WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
+RETURNING id;
+
+-- name: bury
+UPDATE jobqueue_jobs
+SET died_at = %(now)s, leased_until = NULL, lease_token = NULL, last_error = %(error)s
+WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
+RETURNING id;
+
+-- name: bury_unreadable
+-- A row that cannot become a Job (its backoff corrupted in the table) is dead-lettered with
+-- the reason, which quotes the bad values; the default backoff takes their place so that
+-- the dead letter itself can be read.
+UPDATE jobqueue_jobs
+SET died_at = %(now)s, leased_until = NULL, lease_token = NULL,
+    last_error = %(error)s || ' (stored base_s=' || base_s || ', cap_s=' || cap_s || ')',
+    base_s = %(base_s)s, cap_s = %(cap_s)s
+WHERE id = %(id)s AND died_at IS NULL;
+
+-- name: extend
+UPDATE jobqueue_jobs
+SET leased_until = %(until)s, visible_at = greatest(run_at, %(until)s), serial = nextval('jobqueue_serial')
+WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
+RETURNING id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error;
+
+-- name: release
+UPDATE jobqueue_jobs
+SET attempts = attempts - 1, run_at = %(now)s, visible_at = %(now)s, leased_until = NULL,
+    lease_token = NULL, serial = nextval('jobqueue_serial')
+WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
+RETURNING id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error,
+          pg_notify('jobqueue_jobs', '');
+
+-- name: replay
+UPDATE jobqueue_jobs
+SET died_at = NULL, attempts = 0, run_at = %(now)s, visible_at = %(now)s, leased_until = NULL,
+    lease_token = NULL, serial = nextval('jobqueue_serial')
+WHERE id = %(id)s AND died_at IS NOT NULL
+RETURNING id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error,
+          pg_notify('jobqueue_jobs', '');
+
+-- name: discard
+DELETE FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NOT NULL
+RETURNING id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, NULL, last_error, died_at;
+
+-- name: get
+SELECT id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error
+FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NULL;
+
+-- name: jobs
+SELECT id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error
+FROM jobqueue_jobs WHERE died_at IS NULL ORDER BY visible_at, serial;
+
+-- name: dead_letters
+SELECT id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, NULL, last_error, died_at
+FROM jobqueue_jobs WHERE died_at IS NOT NULL ORDER BY died_at, id;
+
+-- name: next_visible_at
+SELECT min(visible_at) FROM jobqueue_jobs WHERE died_at IS NULL;
+
+-- name: count
+SELECT count(*) FROM jobqueue_jobs WHERE died_at IS NULL;
+
+-- name: metrics
+SELECT count(*) FILTER (WHERE died_at IS NULL AND visible_at <= %(now)s),
+       count(*) FILTER (WHERE died_at IS NULL AND visible_at > %(now)s
+                        AND coalesce(leased_until <= %(now)s, true)),
+       count(*) FILTER (WHERE died_at IS NULL AND leased_until > %(now)s),
+       coalesce(max(%(now)s - visible_at) FILTER (WHERE died_at IS NULL AND visible_at <= %(now)s), 0.0),
+       count(*) FILTER (WHERE died_at IS NOT NULL),
+       (SELECT coalesce(sum(done), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s),
+       (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s)
+FROM jobqueue_jobs;
+
+-- name: count_outcomes
+INSERT INTO jobqueue_outcomes (second, done, failed)
+SELECT * FROM unnest(%(seconds)s::bigint[], %(done)s::bigint[], %(failed)s::bigint[])
+ON CONFLICT (second) DO UPDATE
+SET done = jobqueue_outcomes.done + excluded.done, failed = jobqueue_outcomes.failed + excluded.failed;
+
+-- name: forget_outcomes
+DELETE FROM jobqueue_outcomes WHERE second < %(before)s;

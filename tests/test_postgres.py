@@ -1,0 +1,416 @@
+"""PostgresQueue: the queue contract on PostgreSQL, and what only a shared server allows.
+
+- the contract state machine of ``tests/queue_contract.py``, with the settings the other
+  queues use (tables emptied between examples, not a database per example: faster);
+- batches: ``enqueue_batch`` says which ids were added (a repeat, a waiting, leased or dead
+  job), fresh ``job-N`` ids skip ids chosen by hand, ``ack_many`` returns the stale leases;
+- transactional enqueue: the job commits or rolls back with the caller's transaction;
+- two processes claiming from one queue never get the same job; a stale ack from another
+  process is refused;
+- ``NOTIFY`` wakes a waiting worker; a killed connection (``pg_terminate_backend``) gives an
+  error naming the server, the next call connects again, and a Runner carries on;
+- an unreadable row is dead-lettered with the reason; another schema version is refused.
+"""
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from hypothesis.stateful import run_state_machine_as_test
+from queue_contract import QueueUnderTest, Settings, queue_state_machine
+from test_queue_state_machine import SETTINGS, policy
+
+from jobqueue import (
+    Backoff,
+    ManualClock,
+    QueueUnavailableError,
+    RetryPolicy,
+    Runner,
+    StaleLeaseError,
+    SystemClock,
+    Worker,
+)
+from jobqueue.errors import QueueSchemaError
+from jobqueue.postgres import PostgresQueue, describe_server
+from jobqueue.shop import RENDER_INVOICE, InvoicePayload
+
+T0 = 1_000.0
+
+
+def invoice(order_id: int) -> InvoicePayload:
+    return InvoicePayload(order_id=order_id)
+
+
+@pytest.fixture
+def queue(pg_conninfo: str) -> Iterator[PostgresQueue]:
+    with PostgresQueue(pg_conninfo, clock=ManualClock(T0), random=lambda: 1.0) as opened:
+        yield opened
+
+
+def clock_of(queue: PostgresQueue) -> ManualClock:
+    assert isinstance(queue.clock, ManualClock)
+    return queue.clock
+
+
+def run_python(code: str, *args: str, timeout: float = 60) -> str:
+    """Run ``code`` in a fresh interpreter (another process) and return what it printed."""
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+# -- the contract ----------------------------------------------------------------------
+
+
+def test_postgres_queue_keeps_the_queue_contract(pg_conninfo: str) -> None:
+    opened: list[PostgresQueue] = []
+
+    def factory(clock: ManualClock, settings: Settings) -> QueueUnderTest:
+        while opened:
+            opened.pop().close()
+        queue = PostgresQueue(
+            pg_conninfo,
+            clock=clock,
+            visibility_timeout_s=settings.visibility_timeout_s,
+            retry=policy(settings),
+            random=lambda: 1.0,
+        )
+        with psycopg.connect(pg_conninfo, autocommit=True) as con:
+            con.execute("TRUNCATE jobqueue_jobs, jobqueue_outcomes")
+        opened.append(queue)
+        return queue
+
+    try:
+        run_state_machine_as_test(queue_state_machine(factory), settings=SETTINGS)
+    finally:
+        while opened:
+            opened.pop().close()
+
+
+# -- batches -------------------------------------------------------------------------
+
+
+def test_enqueue_batch_says_which_jobs_it_added(queue: PostgresQueue) -> None:
+    queue.enqueue(RENDER_INVOICE, invoice(1), id="dead")
+    doomed = queue.claim()
+    assert doomed is not None
+    queue.fail(doomed, "PermanentJobError: no such order", permanent=True)
+    queue.enqueue(RENDER_INVOICE, invoice(2), id="leased")
+    assert queue.claim() is not None
+    queue.enqueue(RENDER_INVOICE, invoice(3), id="waiting")
+    live = {job.id: job for job in queue.jobs()}
+    [dead] = queue.dead_letters()
+    clock_of(queue).advance(1)
+
+    batch = queue.enqueue_batch(
+        RENDER_INVOICE,
+        [invoice(10), invoice(11), invoice(12), invoice(13), invoice(14)],
+        ids=["waiting", "new", "dead", "new", "leased"],
+    )
+    assert [(entry.job.id, entry.added) for entry in batch] == [
+        ("waiting", False),
+        ("new", True),
+        ("dead", False),
+        ("new", False),  # a repeat within the batch: the first copy was added
+        ("leased", False),
+    ]
+    assert [entry.job for entry in batch] == [
+        live["waiting"],
+        batch[1].job,
+        dead.job,
+        batch[1].job,
+        live["leased"],
+    ]
+    assert queue.get("new") == batch[1].job
+    assert batch[1].job.payload == '{"order_id":11}' and batch[1].job.run_at == T0 + 1
+    assert len(queue) == 3 and queue.dead_letters() == [dead]
+
+
+def test_fresh_ids_skip_an_id_chosen_by_hand(queue: PostgresQueue) -> None:
+    queue.enqueue(RENDER_INVOICE, invoice(1), id="job-2")
+    jobs = queue.enqueue_many(RENDER_INVOICE, [invoice(2), invoice(3)])
+    assert [job.id for job in jobs] == ["job-1", "job-3"]
+    assert [json.loads(job.payload)["order_id"] for job in jobs] == [2, 3]
+    assert len(queue) == 3
+
+
+def test_ack_many_acks_the_leases_held_and_returns_the_stale_ones(pg_conninfo: str) -> None:
+    clock = ManualClock(T0)
+    with PostgresQueue(pg_conninfo, clock=clock, visibility_timeout_s=10) as queue:
+        queue.enqueue_many(
+            RENDER_INVOICE, [invoice(n) for n in range(1, 6)], ids=[f"i{n}" for n in range(1, 6)]
+        )
+        lost, acked = queue.claim_many(2)
+        clock.advance(1)
+        held = queue.claim_many(3)
+        queue.ack(acked)
+        clock.advance(9)  # the first lease has run out, and i1 is claimed again
+        again = queue.claim()
+        assert again is not None and again.job.id == "i1" and again.token != lost.token
+        assert queue.ack_many([held[0], lost, held[1], acked, held[2]]) == [lost, acked]
+        assert [job.id for job in queue.jobs()] == ["i1"]
+        assert queue.get("i1") == again.job
+        assert queue.ack_many([again, again]) == [again]
+        assert queue.metrics().done == 5
+
+
+def test_a_token_is_honoured_only_with_its_own_job(queue: PostgresQueue) -> None:
+    queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2)], ids=["a", "b"])
+    a, b = queue.claim_many(2)
+    forged = type(a)(job=b.job, token=a.token)  # a's token on b's job
+    with pytest.raises(StaleLeaseError):
+        queue.ack(forged)
+    assert queue.ack_many([forged]) == [forged]
+    assert len(queue) == 2
+
+
+# -- the caller's transaction ----------------------------------------------------------
+
+
+def test_a_job_enqueued_in_the_callers_transaction_commits_or_rolls_back_with_it(
+    queue: PostgresQueue, pg_conninfo: str
+) -> None:
+    with psycopg.connect(pg_conninfo) as app:
+        app.execute("CREATE TABLE orders (id int PRIMARY KEY)")
+        app.commit()
+        app.execute("INSERT INTO orders VALUES (1)")
+        queue.enqueue(RENDER_INVOICE, invoice(1), id="invoice-1", conn=app)
+        assert queue.get("invoice-1") is None  # not committed yet: no worker can see it
+        app.rollback()
+        assert queue.get("invoice-1") is None and len(queue) == 0
+
+        app.execute("INSERT INTO orders VALUES (2)")
+        queue.enqueue_many(RENDER_INVOICE, [invoice(2)], ids=["invoice-2"], conn=app)
+        app.commit()
+    [job] = queue.jobs()
+    assert job.id == "invoice-2"
+    lease = queue.claim()
+    assert lease is not None and lease.job.id == "invoice-2"
+
+
+# -- several processes -----------------------------------------------------------------
+
+CLAIMER = """
+import sys
+from jobqueue import ManualClock
+from jobqueue.postgres import PostgresQueue
+with PostgresQueue(sys.argv[1], clock=ManualClock(1000.0)) as queue:
+    claimed = []
+    while leases := queue.claim_many(7):
+        claimed += [lease.job.id for lease in leases]
+        queue.ack_many(leases)
+print(" ".join(claimed))
+"""
+
+
+def test_two_processes_claiming_from_one_queue_never_share_a_job(
+    queue: PostgresQueue, pg_conninfo: str
+) -> None:
+    ids = [f"i{n}" for n in range(600)]
+    queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(600)], ids=ids)
+    claimers = [
+        subprocess.Popen(
+            [sys.executable, "-W", "error", "-c", CLAIMER, pg_conninfo], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    outputs = [claimer.communicate(timeout=60)[0].split() for claimer in claimers]
+    assert [claimer.returncode for claimer in claimers] == [0, 0]
+    first, second = (set(output) for output in outputs)
+    assert sum(map(len, outputs)) == len(ids)  # nobody got a job twice...
+    assert first.isdisjoint(second) and first | second == set(ids)  # ...and every job once
+    assert len(queue) == 0
+
+
+def test_a_stale_ack_from_another_process_is_refused(pg_conninfo: str) -> None:
+    clock = ManualClock(T0)
+    with PostgresQueue(pg_conninfo, clock=clock, visibility_timeout_s=10) as queue:
+        queue.enqueue(RENDER_INVOICE, invoice(1), id="invoice-1")
+        first = queue.claim()
+        assert first is not None
+        # Another process, 11 s later, finds the lease run out and claims the job again.
+        second = run_python(
+            """
+            import sys
+            from jobqueue import ManualClock
+            from jobqueue.postgres import PostgresQueue
+            with PostgresQueue(sys.argv[1], clock=ManualClock(1011.0), visibility_timeout_s=10) as queue:
+                print(queue.claim().token)
+            """,
+            pg_conninfo,
+        ).strip()
+        assert second != first.token
+        with pytest.raises(StaleLeaseError, match=f"held now as {second}"):
+            queue.ack(first)
+        # The first worker's token, sent from a third process, is refused there too.
+        refused = run_python(
+            """
+            import sys
+            from jobqueue import ManualClock, StaleLeaseError
+            from jobqueue.postgres import PostgresQueue
+            with PostgresQueue(sys.argv[1], clock=ManualClock(1012.0)) as queue:
+                [job] = queue.jobs()
+                from jobqueue import Lease
+                try:
+                    queue.ack(Lease(job=job, token=sys.argv[2]))
+                except StaleLeaseError as stale:
+                    print("refused:", stale)
+            """,
+            pg_conninfo,
+            first.token,
+        )
+        assert refused.startswith("refused:") and second in refused
+        assert queue.get("invoice-1") is not None  # still held by the second claim
+
+
+# -- wake-ups and lost connections -----------------------------------------------------
+
+
+def test_notify_wakes_a_waiting_worker(queue: PostgresQueue, pg_conninfo: str) -> None:
+    asyncio.run(_notify_wakes_a_waiting_worker(queue, pg_conninfo))
+
+
+async def _notify_wakes_a_waiting_worker(queue: PostgresQueue, pg_conninfo: str) -> None:
+    assert await queue.wait_for_work(0.05) is False  # nothing enqueued
+    waiting = asyncio.create_task(queue.wait_for_work(30))
+    await asyncio.sleep(0.2)
+    assert not waiting.done()
+    with PostgresQueue(pg_conninfo) as producer:  # another connection, as another process would use
+        producer.enqueue(RENDER_INVOICE, invoice(1))
+    assert await asyncio.wait_for(waiting, 10) is True  # long before the 30 s timeout
+
+
+def test_a_runner_starts_a_new_job_at_the_notify_not_at_its_next_poll(pg_conninfo: str) -> None:
+    asyncio.run(_a_runner_starts_a_new_job_at_the_notify_not_at_its_next_poll(pg_conninfo))
+
+
+async def _a_runner_starts_a_new_job_at_the_notify_not_at_its_next_poll(pg_conninfo: str) -> None:
+    done: list[int] = []
+
+    async def render(payload: InvoicePayload) -> None:
+        done.append(payload.order_id)
+        runner.stop()
+
+    with PostgresQueue(pg_conninfo, clock=SystemClock()) as queue:
+        worker = Worker(queue)
+        worker.register(RENDER_INVOICE, render)
+        runner = Runner(worker, poll_s=60)  # without the wake-up, the job would wait a minute
+        running = asyncio.create_task(runner.run())
+        await asyncio.sleep(0.3)  # the runner found nothing and waits
+        with PostgresQueue(pg_conninfo) as producer:
+            producer.enqueue(RENDER_INVOICE, invoice(7))
+        events = await asyncio.wait_for(running, 20)
+    assert done == [7] and [event.outcome for event in events] == ["done"]
+
+
+def terminate_backends(pg_conninfo: str) -> int:
+    """Kill every other connection to the test database, as a server restart would."""
+    with psycopg.connect(pg_conninfo, autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_killed_connection_names_the_server_and_the_next_call_reconnects(
+    queue: PostgresQueue, pg_conninfo: str
+) -> None:
+    queue.enqueue(RENDER_INVOICE, invoice(1), id="invoice-1")
+    assert terminate_backends(pg_conninfo) == 1
+    with pytest.raises(QueueUnavailableError) as info:
+        queue.claim()
+    assert queue.server in str(info.value) and "database jobqueue_test_" in str(info.value)
+    lease = queue.claim()  # connected again
+    assert lease is not None and lease.job.id == "invoice-1"
+
+
+def test_a_runner_reconnects_after_its_connection_was_killed(pg_conninfo: str) -> None:
+    asyncio.run(_a_runner_reconnects_after_its_connection_was_killed(pg_conninfo))
+
+
+async def _a_runner_reconnects_after_its_connection_was_killed(pg_conninfo: str) -> None:
+    done: list[int] = []
+    lines: list[str] = []
+
+    async def render(payload: InvoicePayload) -> None:
+        done.append(payload.order_id)
+        if len(done) == 2:
+            runner.stop()
+
+    with PostgresQueue(pg_conninfo, clock=SystemClock()) as queue, PostgresQueue(pg_conninfo) as producer:
+        worker = Worker(queue)
+        worker.register(RENDER_INVOICE, render)
+        runner = Runner(worker, poll_s=0.2, log=lines.append)
+        running = asyncio.create_task(runner.run())
+        producer.enqueue(RENDER_INVOICE, invoice(1))
+        while not done:
+            await asyncio.sleep(0.05)
+        terminate_backends(pg_conninfo)  # the runner's connections and the producer's
+        await asyncio.sleep(0.5)  # the runner meets the dead connection, waits, and tries again
+        with PostgresQueue(pg_conninfo) as again:
+            again.enqueue(RENDER_INVOICE, invoice(2))
+        events = await asyncio.wait_for(running, 30)
+    assert done == [1, 2] and [event.outcome for event in events] == ["done", "done"]
+    assert any(queue.server in line for line in lines), lines
+
+
+# -- bad rows and foreign schemas ------------------------------------------------------
+
+
+def test_an_unreadable_row_is_dead_lettered_with_the_reason(queue: PostgresQueue, pg_conninfo: str) -> None:
+    queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2)], ids=["broken", "fine"])
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:
+        con.execute("UPDATE jobqueue_jobs SET base_s = -1 WHERE id = 'broken'")  # no Backoff takes it
+    lease = queue.claim()
+    assert lease is not None and lease.job.id == "fine"
+    [dead] = queue.dead_letters()
+    assert dead.job.id == "broken"
+    assert dead.job.last_error is not None and dead.job.last_error.startswith("unreadable job row: ")
+    assert "base_s must be a finite number > 0 s, got -1.0" in dead.job.last_error
+    assert dead.job.last_error.endswith("(stored base_s=-1, cap_s=60)")
+    assert dead.job.payload == '{"order_id":1}' and dead.job.backoff == Backoff()
+
+
+def test_tables_of_another_schema_version_are_refused(pg_conninfo: str) -> None:
+    PostgresQueue(pg_conninfo).close()
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:
+        con.execute("UPDATE jobqueue_schema SET version = 99")
+    with pytest.raises(QueueSchemaError, match=r"schema version \[99\].*reads version 1"):
+        PostgresQueue(pg_conninfo)
+
+
+def test_the_server_is_named_without_its_password() -> None:
+    assert describe_server("postgresql://app:secret@db.example:5433/shop") == (
+        "PostgreSQL at db.example:5433, database shop"
+    )
+    assert "secret" not in describe_server("host=db password=secret dbname=shop")
+
+
+def test_settings_are_checked(pg_conninfo: str) -> None:
+    from jobqueue import InvalidSettingError
+
+    with pytest.raises(InvalidSettingError, match="visibility_timeout_s"):
+        PostgresQueue(pg_conninfo, visibility_timeout_s=0)
+    with pytest.raises(InvalidSettingError, match="not a PostgreSQL URL"):
+        PostgresQueue("postgresql://[nonsense")
+
+
+def test_retry_policies_are_stored_with_each_job(queue: PostgresQueue) -> None:
+    slow = RetryPolicy(max_attempts=2, backoff=Backoff(base_s=5, cap_s=7))
+    from jobqueue import JobType
+
+    job = queue.enqueue(JobType("slow", InvoicePayload, retry=slow), invoice(1))
+    assert (job.max_attempts, job.backoff) == (2, Backoff(base_s=5, cap_s=7))
+    assert queue.get(job.id) == job
