@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import multiprocessing
 import os
 import time
@@ -168,6 +169,7 @@ def pgqueuer_left(url: str) -> int:
 def procrastinate_app(url: str, acked: list[int]) -> Any:
     import procrastinate
 
+    logging.getLogger("procrastinate").setLevel(logging.ERROR)  # not its note that the app lives in __main__
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
 
     @app.task(name=PROCRASTINATE_TASK)
