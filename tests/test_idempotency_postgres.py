@@ -189,6 +189,6 @@ def test_a_connection_without_autocommit_is_refused_by_name(pg_conninfo: str, cl
         idempotency.create_tables(plain)
 
 
-def test_something_that_is_not_a_connection_is_refused() -> None:
-    with pytest.raises(InvalidSettingError, match=r"got 'shop\.db'"):
-        db.dialect("shop.db")
+def test_the_dialect_tells_the_two_databases_apart(con: psycopg.Connection) -> None:
+    assert (db.dialect(con).name, db.dialect(con).skip_locked) == ("postgresql", True)
+    assert (db.dialect(db.connect()).name, db.dialect(db.connect()).skip_locked) == ("duckdb", False)

@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 import duckdb
 
@@ -76,28 +77,34 @@ DUCKDB = Dialect(
 
 
 def dialect(con: object) -> Dialect:
-    """The :class:`Dialect` of ``con``.
+    """The :class:`Dialect` of ``con``: PostgreSQL for a psycopg 3 connection, else DuckDB.
 
-    Raises:
-        InvalidSettingError: if ``con`` is neither a DuckDB connection nor a psycopg 3
-            connection.
+    Anything but a psycopg connection is taken for DuckDB: a DuckDB connection or cursor,
+    or an object that behaves like one (lesson 08's checks wrap a connection so that an
+    ``INSERT`` fails on cue).
 
     Introduced in lesson 13.
     """
-    if isinstance(con, duckdb.DuckDBPyConnection):
-        return DUCKDB
-    if type(con).__module__.startswith("psycopg"):
-        import psycopg  # only here: psycopg is needed only by those who bring a PostgreSQL connection
+    return _postgresql() if _is_postgres(con) else DUCKDB
 
-        if isinstance(con, psycopg.Connection):
-            return Dialect(
-                "postgresql",
-                skip_locked=True,
-                conflicts=(psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected),
-            )
-    raise InvalidSettingError(
-        f"expected a DuckDB connection or a psycopg 3 connection to PostgreSQL, got {con!r}"
+
+@cache
+def _postgresql() -> Dialect:
+    import psycopg  # only here: psycopg is needed only by those who bring a PostgreSQL connection
+
+    return Dialect(
+        "postgresql",
+        skip_locked=True,
+        conflicts=(psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected),
     )
+
+
+def _is_postgres(con: object) -> bool:
+    if not type(con).__module__.startswith("psycopg"):
+        return False  # psycopg is not imported for a DuckDB connection
+    import psycopg
+
+    return isinstance(con, psycopg.Connection)
 
 
 def connect(path: str | Path = ":memory:") -> duckdb.DuckDBPyConnection:
@@ -132,35 +139,16 @@ def transaction(con: C) -> Iterator[C]:
     Raises:
         TransactionAbortedError: if a statement failed inside the block and the block
             swallowed the exception: the transaction is rolled back, not committed.
-        InvalidSettingError: if ``con`` is a psycopg connection without autocommit, or
-            not a connection at all.
+        InvalidSettingError: if ``con`` is a psycopg connection without autocommit.
         Exception: whatever the block raised, after an explicit rollback.
     """
-    if isinstance(con, duckdb.DuckDBPyConnection):
-        with _duckdb_transaction(con):
+    if _is_postgres(con):
+        with _postgres_transaction(cast("psycopg.Connection[Any]", con)):
             yield con
         return
-    dialect(con)  # raises for anything but psycopg
-    if not con.autocommit:
-        raise InvalidSettingError(
-            f"open the PostgreSQL connection with autocommit=True (psycopg.connect(url,"
-            f" autocommit=True)), so that each transaction block commits; got {con!r}"
-        )
-    from psycopg.pq import TransactionStatus
-
-    with con.transaction():
-        yield con
-        if con.info.transaction_status == TransactionStatus.INERROR:
-            raise TransactionAbortedError(
-                "a statement failed inside the transaction, so nothing was committed"
-            )
-
-
-@contextmanager
-def _duckdb_transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     con.execute("BEGIN TRANSACTION")
     try:
-        yield
+        yield con
         try:
             con.execute("SELECT 1").fetchall()  # fails if a statement aborted the transaction
         except duckdb.TransactionException as exc:
@@ -173,6 +161,24 @@ def _duckdb_transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     con.execute("COMMIT")
 
 
+@contextmanager
+def _postgres_transaction(con: psycopg.Connection[Any]) -> Iterator[None]:
+    """Psycopg's own transaction block, checked for autocommit and for an aborted transaction."""
+    if not con.autocommit:
+        raise InvalidSettingError(
+            f"open the PostgreSQL connection with autocommit=True (psycopg.connect(url,"
+            f" autocommit=True)), so that each transaction block commits; got {con!r}"
+        )
+    from psycopg.pq import TransactionStatus
+
+    with con.transaction():
+        yield
+        if con.info.transaction_status == TransactionStatus.INERROR:  # COMMIT would roll back silently
+            raise TransactionAbortedError(
+                "a statement failed inside the transaction, so nothing was committed"
+            )
+
+
 def fetch(con: Connection, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
     """Run one statement with ``?`` placeholders and return its rows (``[]`` if it has none).
 
@@ -180,13 +186,11 @@ def fetch(con: Connection, sql: str, params: Sequence[Any] = ()) -> list[tuple[A
     hold no other ``?`` or ``%``); values always travel as parameters.
 
     Raises:
-        InvalidSettingError: if ``con`` is not a DuckDB or psycopg connection.
         duckdb.Error | psycopg.Error: whatever the database raised.
     """
-    if isinstance(con, duckdb.DuckDBPyConnection):
-        return con.execute(sql, params).fetchall()
-    dialect(con)
-    cursor = con.execute(sql.replace("?", "%s"), params)
+    if not _is_postgres(con):
+        return cast("duckdb.DuckDBPyConnection", con).execute(sql, params).fetchall()
+    cursor = cast("psycopg.Connection[Any]", con).execute(sql.replace("?", "%s"), params)
     return cursor.fetchall() if cursor.description is not None else []
 
 
@@ -197,10 +201,8 @@ def count(con: Connection, sql: str, params: Sequence[Any] = ()) -> int:
     the cursor's ``rowcount``.
 
     Raises:
-        InvalidSettingError: if ``con`` is not a DuckDB or psycopg connection.
         duckdb.Error | psycopg.Error: whatever the database raised.
     """
-    if isinstance(con, duckdb.DuckDBPyConnection):
-        return int(con.execute(sql, params).fetchall()[0][0])
-    dialect(con)
-    return con.execute(sql.replace("?", "%s"), params).rowcount
+    if not _is_postgres(con):
+        return int(cast("duckdb.DuckDBPyConnection", con).execute(sql, params).fetchall()[0][0])
+    return cast("psycopg.Connection[Any]", con).execute(sql.replace("?", "%s"), params).rowcount
