@@ -7,11 +7,11 @@ out by hand in the comments.
 """
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from jobqueue import Backoff, InvalidSettingError, JobQueue, Lease, ManualClock, RetryPolicy
+from jobqueue import Backoff, InvalidSettingError, JobQueue, Lease, ManualClock, Queue, RetryPolicy
 from jobqueue import metrics as metrics_module
 from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics
 from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
@@ -21,10 +21,14 @@ def receipt(order_id: int) -> ReceiptPayload:
     return ReceiptPayload(order_id=order_id, email="customer@example.com")
 
 
-def scene() -> tuple[ManualClock, JobQueue]:
-    """The queue at t=100 s (60 s leases, retry delays 10 s then 20 s, 3 attempts)."""
+def scene(make: Callable[..., Queue] = JobQueue) -> tuple[ManualClock, Queue]:
+    """The queue at t=100 s (60 s leases, retry delays 10 s then 20 s, 3 attempts).
+
+    ``make(clock, visibility_timeout_s=..., retry=..., random=...)`` builds the queue
+    (``tests/test_postgres.py`` builds the same scene on PostgreSQL).
+    """
     clock = ManualClock()
-    queue = JobQueue(
+    queue = make(
         clock,
         visibility_timeout_s=60,
         retry=RetryPolicy(max_attempts=3, backoff=Backoff(base_s=10, cap_s=40)),

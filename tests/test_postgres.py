@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -414,3 +415,79 @@ def test_retry_policies_are_stored_with_each_job(queue: PostgresQueue) -> None:
     job = queue.enqueue(JobType("slow", InvoicePayload, retry=slow), invoice(1))
     assert (job.max_attempts, job.backoff) == (2, Backoff(base_s=5, cap_s=7))
     assert queue.get(job.id) == job
+
+
+def test_queues_opened_at_once_on_a_fresh_database_create_the_tables_once(pg_conninfo: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def open_and_close(_: int) -> int:
+        with PostgresQueue(pg_conninfo) as queue:
+            return len(queue)
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        assert list(pool.map(open_and_close, range(6))) == [0] * 6
+
+
+def test_a_heartbeat_that_finds_the_connection_killed_tries_again_at_the_next_beat(pg_conninfo: str) -> None:
+    async def scenario() -> list[str]:
+        async def render(payload: InvoicePayload) -> None:
+            await asyncio.sleep(0.3)
+            terminate_backends(pg_conninfo)  # the next beat meets the dead connection
+            await asyncio.sleep(0.5)
+
+        with PostgresQueue(pg_conninfo, clock=SystemClock(), visibility_timeout_s=5) as queue:
+            queue.enqueue(RENDER_INVOICE, invoice(1))
+            worker = Worker(queue, heartbeat_s=0.1)
+            worker.register(RENDER_INVOICE, render)
+            event = await worker.run_one()
+            assert event is not None
+            assert len(queue) == 0
+            return [event.outcome, *(str(beat.leased_until is not None) for beat in worker.heartbeats[-1:])]
+
+    assert asyncio.run(scenario()) == ["done", "True"]  # acked, and the beats after the kill held the lease
+
+
+def test_a_claim_reads_the_claim_index_in_order_and_stops_at_its_limit(
+    queue: PostgresQueue, pg_conninfo: str
+) -> None:
+    from jobqueue.postgres import SQL
+
+    for start in range(0, 20_000, 5_000):
+        queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(start, start + 5_000)])
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:
+        con.execute("ANALYZE jobqueue_jobs")
+        plan = [
+            row[0].strip()
+            for row in con.execute("EXPLAIN " + SQL["claim"], {"now": T0 + 1, "until": T0 + 31, "limit": 10})
+        ]
+    # Under the CTE that picks the jobs: Limit, then the row locks, then the index in order (no sort
+    # of the backlog), so a claim reads about `limit` index entries whatever the backlog: O(log n).
+    pick = plan[plan.index("CTE due") + 1 : plan.index("CTE due") + 4]
+    assert [line.split("  (")[0] for line in pick] == [
+        "->  Limit",
+        "->  LockRows",
+        "->  Index Scan using jobqueue_jobs_claim on jobqueue_jobs",
+    ], plan
+
+
+# -- the same figures as the in-memory queue ------------------------------------------
+
+
+@pytest.mark.parametrize(("advance_s", "window_s"), [(0, 60), (0, 1), (0, 65), (2, 60), (5, 300), (65, 60)])
+def test_metrics_of_the_metrics_scene_equal_the_in_memory_queues(
+    pg_conninfo: str, advance_s: float, window_s: float
+) -> None:
+    from test_metrics import scene
+
+    def on_postgres(clock: ManualClock, **settings: Any) -> PostgresQueue:
+        return PostgresQueue(pg_conninfo, clock=clock, **settings)
+
+    memory_clock, memory = scene()
+    clock, queue = scene(on_postgres)
+    assert isinstance(queue, PostgresQueue)
+    with queue:
+        memory_clock.advance(advance_s)
+        clock.advance(advance_s)
+        assert queue.metrics(window_s) == memory.metrics(window_s)
+        assert queue.jobs() == memory.jobs()
+        assert queue.dead_letters() == memory.dead_letters()

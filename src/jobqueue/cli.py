@@ -7,6 +7,10 @@ Run as ``jobqueue …`` (installed with the package) or ``python -m jobqueue …
     jobqueue dead shop.db
     jobqueue replay shop.db receipt-1001        # or: --all
 
+Every command takes a DuckDB file or a PostgreSQL URL (``postgresql://user@host/db``,
+a :class:`~jobqueue.postgres.PostgresQueue`). On PostgreSQL any number of worker processes
+share one queue, and ``stats``, ``dead`` and ``replay`` work while they run.
+
 ``worker`` loads handlers from ``MODULE:FUNCTION``, a function that takes a
 :class:`~jobqueue.worker.Worker` and registers handlers on it; it logs one line per job
 to standard output and shuts down gracefully on SIGTERM or SIGINT (see
@@ -16,7 +20,8 @@ worker runs no other process can enqueue, list or replay (see :mod:`jobqueue.dur
 every ``--stats-every`` seconds.
 
 Exit status: 0 on success; 1 when the queue file cannot be used (held by another
-process, not a DuckDB file) or ``replay`` names an id that is not a dead letter; 2 for a
+process, not a DuckDB file), the PostgreSQL server cannot be reached, or ``replay``
+names an id that is not a dead letter; 2 for a
 usage error, such as a bad option value or a missing file (argparse's convention).
 
 Introduced in lesson 11.
@@ -39,10 +44,10 @@ import pydantic
 
 from jobqueue.clock import SystemClock
 from jobqueue.durable import DurableQueue
-from jobqueue.errors import QueueFileError, QueueFileLockedError
+from jobqueue.errors import QueueFileError, QueueFileLockedError, QueueSchemaError, QueueUnavailableError
 from jobqueue.job import check_count, check_positive_seconds
 from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
-from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S
+from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, Queue
 from jobqueue.runner import DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
 from jobqueue.worker import JobEvent, Worker
 
@@ -62,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     args = _parser().parse_args(argv)
     command: argparse.ArgumentParser = args.command
-    if not Path(args.file).exists() and not getattr(args, "create", False):
+    if not is_url(args.file) and not Path(args.file).exists() and not getattr(args, "create", False):
         hint = " (add --create to start a new queue)" if args.run is _worker else ""
         command.error(f"no queue file {args.file!r}{hint}")
     if args.run is _worker and args.heartbeat >= args.visibility_timeout:
@@ -74,10 +79,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.error("replay takes either dead-letter ids or --all")
     try:
         status: int = args.run(args)
-    except QueueFileError as exc:
+    except (QueueFileError, QueueUnavailableError, QueueSchemaError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return status
+
+
+def is_url(target: str) -> bool:
+    """Whether a command's queue argument is a PostgreSQL URL rather than a DuckDB file."""
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+def open_queue(target: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S) -> Any:
+    """The queue ``target`` names: a :class:`PostgresQueue` for a URL, else a :class:`DurableQueue`.
+
+    Raises:
+        QueueUnavailableError: if the PostgreSQL server cannot be reached.
+        QueueFileError: if the file is not a DuckDB database or another process holds it.
+    """
+    if is_url(target):
+        from jobqueue.postgres import PostgresQueue
+
+        return PostgresQueue(target, clock=SystemClock(), visibility_timeout_s=visibility_timeout_s)
+    return DurableQueue(target, SystemClock(), visibility_timeout_s=visibility_timeout_s)
+
+
+def where(queue: Queue, target: str) -> str:
+    """How log lines name the queue: the file, or the server (never a URL's password)."""
+    server: str | None = getattr(queue, "server", None)
+    return server if server is not None else target
 
 
 def stats_path(queue_file: str | Path) -> Path:
@@ -125,9 +155,9 @@ def load_handlers(spec: str) -> Register:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    if not Path(args.file).exists():
+    if not is_url(args.file) and not Path(args.file).exists():
         _log(f"creating queue file {args.file}")
-    with DurableQueue(args.file, SystemClock(), visibility_timeout_s=args.visibility_timeout) as queue:
+    with open_queue(args.file, visibility_timeout_s=args.visibility_timeout) as queue:
         worker = Worker(queue, on_event=_log, heartbeat_s=args.heartbeat)
         args.handlers(worker)
         runner = Runner(
@@ -142,15 +172,20 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(runner: Runner, queue: DurableQueue, args: argparse.Namespace) -> None:
-    reporter = asyncio.create_task(_report_stats(queue, args.stats_every))
+async def _serve(runner: Runner, queue: Queue, args: argparse.Namespace) -> None:
+    # A DuckDB file is held by this process, so `stats` reads what it writes beside the
+    # file; PostgreSQL answers `stats` itself.
+    file = queue if isinstance(queue, DurableQueue) else None
+    reporter = None if file is None else asyncio.create_task(_report_stats(file, args.stats_every))
     try:
         with runner.signals_stop():
-            _log(f"worker {os.getpid()} ready: up to {runner.concurrency} jobs at once from {args.file}")
+            source = where(queue, args.file)
+            _log(f"worker {os.getpid()} ready: up to {runner.concurrency} jobs at once from {source}")
             events = await runner.run(until_idle=args.burst)
     finally:
-        reporter.cancel()
-        stats_path(args.file).unlink(missing_ok=True)
+        if reporter is not None:
+            reporter.cancel()
+            stats_path(args.file).unlink(missing_ok=True)
     _log(f"worker {os.getpid()} stopped: {summary(events)}")
 
 
@@ -180,7 +215,7 @@ async def _report_stats(queue: DurableQueue, every_s: float) -> None:
 
 def _stats(args: argparse.Namespace) -> int:
     try:
-        with DurableQueue(args.file) as queue:
+        with open_queue(args.file) as queue:
             print(queue.metrics(args.window))
         return 0
     except QueueFileLockedError:
@@ -195,7 +230,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _dead(args: argparse.Namespace) -> int:
-    with DurableQueue(args.file) as queue:
+    with open_queue(args.file) as queue:
         letters = queue.dead_letters()
     if not letters:
         print("no dead letters")
@@ -211,7 +246,7 @@ def _dead(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    with DurableQueue(args.file) as queue:
+    with open_queue(args.file) as queue:
         dead = [letter.job.id for letter in queue.dead_letters()]
         ids = dead if args.all else list(dict.fromkeys(args.ids))
         unknown = [job_id for job_id in ids if job_id not in dead]
@@ -246,8 +281,10 @@ def _iso(at: float) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jobqueue",
-        description="Work a durable job queue (a DuckDB file). One process at a time may open the file.",
-        epilog="Exit status: 0 success, 1 queue file unusable or unknown dead-letter id, 2 usage error.",
+        description="Work a durable job queue: a DuckDB file (one process at a time may open it) or a"
+        " PostgreSQL database, given as a URL (any number of processes).",
+        epilog="Exit status: 0 success, 1 queue file unusable, server unreachable or unknown dead-letter id,"
+        " 2 usage error.",
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
@@ -255,7 +292,7 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(
             name, help=help, description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
         )
-        sub.add_argument("file", help="the queue's DuckDB file")
+        sub.add_argument("file", metavar="FILE", help="the queue's DuckDB file, or a postgresql:// URL")
         sub.set_defaults(run=run, command=sub)
         return sub
 
@@ -264,7 +301,8 @@ def _parser() -> argparse.ArgumentParser:
         "run jobs until SIGTERM or SIGINT",
         "Run jobs from FILE, many at once, until SIGTERM or SIGINT; then stop claiming, let running"
         " jobs finish within --grace seconds and give the rest back. While it runs, no other process"
-        " can open FILE (enqueue from the worker's own process, or before it starts).",
+        " can open FILE (enqueue from the worker's own process, or before it starts). Given a"
+        " postgresql:// URL, run as many workers, on as many machines, as you like.",
         _worker,
     )
     worker.add_argument(
@@ -303,7 +341,8 @@ def _parser() -> argparse.ArgumentParser:
     stats = command(
         "stats",
         "show waiting, leased, oldest waiting, failure rate, dead letters",
-        "Show the numbers to watch. While a worker holds FILE, show the figures it last wrote to"
+        "Show the numbers to watch (of every process, on PostgreSQL). While a worker holds FILE, show"
+        " the figures it last wrote to"
         " FILE.stats.json instead (with its default 300 s window; --window does not apply).",
         _stats,
     )

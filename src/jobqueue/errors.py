@@ -101,7 +101,7 @@ class QueueUnavailableError(JobQueueError):
     The message names the server (host, port, database; never a password). Nothing is
     known to have changed by the call that raised it (a claim whose answer was lost leaves
     its jobs leased until their leases run out). The queue connects again on its next
-    call; a :class:`~jobqueue.runner.Runner` waits ``poll_s`` and carries on. Introduced
+    call; a :class:`~jobqueue.runner.Runner` waits a second and carries on. Introduced
     in lesson 13.
     """
 

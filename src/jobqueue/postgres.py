@@ -52,6 +52,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 from jobqueue.backoff import Backoff, RandomFn
 from jobqueue.clock import Clock, SystemClock
+from jobqueue.durable import _DEAD_COLUMNS as DEAD_COLUMNS
+from jobqueue.durable import _JOB_COLUMNS as JOB_COLUMNS
 from jobqueue.durable import _dead, _job
 from jobqueue.errors import (
     DeadLetterNotFoundError,
@@ -74,13 +76,20 @@ CHANNEL = "jobqueue_jobs"
 
 
 def _load_sql() -> dict[str, str]:
-    """The named blocks of ``postgres.sql``: ``-- name: x`` starts block ``x``."""
+    """The named blocks of ``postgres.sql``: ``-- name: x`` starts block ``x``.
+
+    ``{job_columns}`` and ``{dead_columns}`` become the select lists the row conversion
+    reads (fixed names, never values).
+    """
     text = resources.files("jobqueue").joinpath("postgres.sql").read_text()
+    text = text.replace("{job_columns}", JOB_COLUMNS).replace("{dead_columns}", DEAD_COLUMNS)
     blocks = re.split(r"^-- name: (\w+)\n", text, flags=re.MULTILINE)
     return {name: body.strip() for name, body in zip(blocks[1::2], blocks[2::2], strict=True)}
 
 
 SQL = _load_sql()
+
+_JOB_WIDTH = len(JOB_COLUMNS.split(","))  # columns in a job row
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,43 +252,10 @@ class PostgresQueue:
         for index, job_id in enumerate(wanted):
             if job_id is None or first.setdefault(job_id, index) == index:
                 rows.append(index)
-        policy = job_type.retry or self.retry
         results: dict[int, Enqueued] = {}
         with self._connection(conn) as con:
-            while rows:
-                now = self.clock.now()
-                found = con.execute(
-                    SQL["enqueue"],
-                    {
-                        "ids": [wanted[i] for i in rows],
-                        "payloads": [data[i] for i in rows],
-                        "type": job_type.name,
-                        "max_attempts": policy.max_attempts,
-                        "base_s": policy.backoff.base_s,
-                        "cap_s": policy.backoff.cap_s,
-                        "now": now,
-                    },
-                ).fetchall()
-                retry = []
-                for index, (job_id, added, *old) in zip(rows, found, strict=True):
-                    if added:
-                        new = Job(
-                            id=job_id,
-                            type=job_type.name,
-                            payload=data[index],
-                            max_attempts=policy.max_attempts,
-                            backoff=policy.backoff,
-                            run_at=now,
-                        )
-                        results[index] = Enqueued(job=new, added=True)
-                    elif wanted[index] is None:
-                        retry.append(index)  # a job-N already taken by a chosen id: draw another
-                    elif old[0] is not None:
-                        results[index] = Enqueued(job=_job(old), added=False)
-                    else:  # committed by another transaction after this statement began
-                        again = con.execute(SQL["find"], {"ids": [job_id]}).fetchall()
-                        results[index] = Enqueued(job=_job(again[0]), added=False)
-                rows = retry
+            while rows:  # more than once only when a fresh id was taken meanwhile
+                rows = self._insert(con, job_type, [(i, wanted[i], data[i]) for i in rows], results)
         for index, job_id in enumerate(wanted):
             if index not in results:  # a repeated id: the first copy's record, not added by it
                 assert job_id is not None
@@ -314,9 +290,9 @@ class PostgresQueue:
                     {"now": now, "until": now + self.visibility_timeout_s, "limit": limit - len(leases)},
                 ).fetchall()
                 buried = rows[0][0]
-                for row in rows:
+                for row in rows:  # the count of buried jobs, a job row, its token, its old order
                     if row[1] is not None:
-                        lease = self._lease(con, row[1:12], now)
+                        lease = self._lease(con, row[1 : _JOB_WIDTH + 2], now)
                         if lease is not None:
                             leases.append(lease)
                         else:
@@ -545,13 +521,17 @@ class PostgresQueue:
         with self._lock:
             if self._closed:
                 raise QueueUnavailableError(f"the queue on {self.server} is closed")
-            try:
-                if self._con is None or self._con.closed:
+            if self._con is None or self._con.closed:
+                try:
                     self._con = psycopg.connect(self.conninfo, autocommit=True)
+                except psycopg.OperationalError as exc:
+                    raise self._unavailable(exc) from exc
+            try:
                 yield self._con
             except psycopg.OperationalError as exc:
-                if self._con is not None and self._con.broken:
-                    self._con.close()
+                if not (self._con.broken or self._con.closed):
+                    raise  # the server answered (a cancelled query, say): not a lost connection
+                self._con.close()
                 raise self._unavailable(exc) from exc
 
     @contextmanager
@@ -560,10 +540,60 @@ class PostgresQueue:
         with self._connection() as con, con.transaction():
             yield con
 
+    def _insert(
+        self,
+        con: psycopg.Connection[Any],
+        job_type: JobType[P],
+        rows: list[tuple[int, str | None, str]],
+        results: dict[int, Enqueued],
+    ) -> list[int]:
+        """Insert ``(index, id or None, payload)`` rows in one statement; fill ``results`` by index.
+
+        Returns:
+            The indexes to send again: a fresh ``job-N`` already taken by an id chosen by
+            hand, or an id acked between the insert and its lookup.
+        """
+        policy = job_type.retry or self.retry
+        now = self.clock.now()
+        found = con.execute(
+            SQL["enqueue"],
+            {
+                "ids": [job_id for _, job_id, _ in rows],
+                "payloads": [payload for _, _, payload in rows],
+                "type": job_type.name,
+                "max_attempts": policy.max_attempts,
+                "base_s": policy.backoff.base_s,
+                "cap_s": policy.backoff.cap_s,
+                "now": now,
+            },
+        ).fetchall()
+        again = []
+        for (index, wanted, payload), (job_id, added, *old) in zip(rows, found, strict=True):
+            if added:
+                new = Job(
+                    id=job_id,
+                    type=job_type.name,
+                    payload=payload,
+                    max_attempts=policy.max_attempts,
+                    backoff=policy.backoff,
+                    run_at=now,
+                )
+                results[index] = Enqueued(job=new, added=True)
+            elif wanted is None:
+                again.append(index)  # a job-N already taken by a chosen id: draw another
+            elif old[0] is not None:
+                results[index] = Enqueued(job=_job(old), added=False)
+            elif held := con.execute(SQL["find"], {"ids": [job_id]}).fetchall():
+                results[index] = Enqueued(job=_job(held[0]), added=False)  # committed just after
+            else:
+                again.append(index)  # and acked since: the id is free again
+        return again
+
     def _unavailable(self, exc: psycopg.OperationalError) -> QueueUnavailableError:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return QueueUnavailableError(
-            f"lost the connection to {self.server} ({reason}); the next call connects again"
+            f"cannot reach {self.server}, or lost the connection to it ({reason}); the next call"
+            " connects again"
         )
 
     def _lease(self, con: psycopg.Connection[Any], row: Sequence[Any], now: float) -> Lease | None:

@@ -1,6 +1,8 @@
 -- The SQL of jobqueue.postgres.PostgresQueue, one named block per statement.
 -- Times are seconds since the epoch from the queue's clock, passed in as %(now)s: never
 -- the server's now(), so a ManualClock drives the tests and every process agrees.
+-- {job_columns} and {dead_columns} stand for the select lists every backend reads rows with
+-- (filled in when this file is loaded, from jobqueue's one row-to-Job conversion).
 -- One table holds live and dead jobs (died_at is NULL while a job lives), so the primary
 -- key alone keeps an id unique across waiting, leased and dead jobs, even between processes.
 
@@ -43,7 +45,9 @@ SELECT pg_advisory_xact_lock(hashtext('jobqueue_schema'));
 SELECT version FROM jobqueue_schema;
 
 -- name: has_schema
-SELECT to_regclass('jobqueue_schema') IS NOT NULL;
+-- A plain query of the catalog, under this statement's snapshot: it sees a table another
+-- process committed a moment ago (a cached lookup such as to_regclass may not yet).
+SELECT EXISTS (SELECT FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'jobqueue_schema');
 
 -- name: enqueue
 -- Every payload in one statement. Rows without an id take job-N from the sequence. ON
@@ -59,17 +63,16 @@ WITH wanted AS MATERIALIZED (
     ON CONFLICT (id) DO NOTHING
     RETURNING id, pg_notify('jobqueue_jobs', '')  -- wakes listening workers at commit
 )
-SELECT wanted.id, added.id IS NOT NULL,
-       old.id, old.type, old.payload, old.attempts, old.max_attempts, old.base_s, old.cap_s,
-       old.run_at, old.leased_until, old.last_error
+SELECT wanted.id, added.id IS NOT NULL, old.*
 FROM wanted
 LEFT JOIN added ON added.id = wanted.id
-LEFT JOIN jobqueue_jobs AS old ON old.id = wanted.id AND added.id IS NULL
+LEFT JOIN LATERAL (
+    SELECT {job_columns} FROM jobqueue_jobs AS held WHERE held.id = wanted.id AND added.id IS NULL
+) AS old ON true
 ORDER BY wanted.n;
 
 -- name: find
-SELECT id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error
-FROM jobqueue_jobs WHERE id = ANY(%(ids)s::text[]);
+SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)s::text[]);
 
 -- name: claim
 -- The `due` CTE picks the jobs claimable longest, in index order, and locks them; SKIP
@@ -78,7 +81,8 @@ FROM jobqueue_jobs WHERE id = ANY(%(ids)s::text[]);
 -- LIMIT applies before the update, never to more rows. A due job whose final attempt's
 -- lease ran out (spent) is dead-lettered instead of claimed; the others are leased.
 WITH due AS (
-    SELECT id, visible_at, serial, attempts >= max_attempts AS spent
+    SELECT id AS due_id, visible_at AS due_visible_at, serial AS due_serial,
+           attempts >= max_attempts AS spent
     FROM jobqueue_jobs
     WHERE died_at IS NULL AND visible_at <= %(now)s
     ORDER BY visible_at, serial
@@ -88,20 +92,18 @@ WITH due AS (
     UPDATE jobqueue_jobs AS job
     SET died_at = %(now)s, leased_until = NULL, lease_token = NULL,
         last_error = 'LeaseExpired: final attempt ' || job.attempts || ' was neither acked nor failed in time'
-    FROM due WHERE job.id = due.id AND due.spent
+    FROM due WHERE job.id = due_id AND spent
     RETURNING job.id
 ), claimed AS (
     UPDATE jobqueue_jobs AS job
     SET attempts = job.attempts + 1, leased_until = %(until)s, visible_at = %(until)s,
         lease_token = 'lease-' || nextval('jobqueue_lease'), serial = nextval('jobqueue_serial')
-    FROM due WHERE job.id = due.id AND NOT due.spent
-    RETURNING job.id, job.type, job.payload, job.attempts, job.max_attempts, job.base_s, job.cap_s,
-              job.run_at, job.leased_until, job.last_error, job.lease_token,
-              due.visible_at AS was_visible_at, due.serial AS was_serial
+    FROM due WHERE job.id = due_id AND NOT spent
+    RETURNING {job_columns}, lease_token, due_visible_at, due_serial
 )
 SELECT (SELECT count(*) FROM buried), claimed.*
 FROM (SELECT) AS one LEFT JOIN claimed ON true
-ORDER BY was_visible_at, was_serial;
+ORDER BY due_visible_at, due_serial;
 
 -- name: ack
 -- The token alone is never trusted: it must be the current lease of that very job.
@@ -111,9 +113,7 @@ WHERE job.id = held.id AND job.lease_token = held.token AND job.died_at IS NULL
 RETURNING job.lease_token;
 
 -- name: holder
-SELECT id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error,
-       lease_token
-FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NULL;
+SELECT {job_columns}, lease_token FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NULL;
 
 -- name: retry
 UPDATE jobqueue_jobs
@@ -142,39 +142,34 @@ WHERE id = %(id)s AND died_at IS NULL;
 UPDATE jobqueue_jobs
 SET leased_until = %(until)s, visible_at = greatest(run_at, %(until)s), serial = nextval('jobqueue_serial')
 WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
-RETURNING id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error;
+RETURNING {job_columns};
 
 -- name: release
 UPDATE jobqueue_jobs
 SET attempts = attempts - 1, run_at = %(now)s, visible_at = %(now)s, leased_until = NULL,
     lease_token = NULL, serial = nextval('jobqueue_serial')
 WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
-RETURNING id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error,
-          pg_notify('jobqueue_jobs', '');
+RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');
 
 -- name: replay
 UPDATE jobqueue_jobs
 SET died_at = NULL, attempts = 0, run_at = %(now)s, visible_at = %(now)s, leased_until = NULL,
     lease_token = NULL, serial = nextval('jobqueue_serial')
 WHERE id = %(id)s AND died_at IS NOT NULL
-RETURNING id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error,
-          pg_notify('jobqueue_jobs', '');
+RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');
 
 -- name: discard
 DELETE FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NOT NULL
-RETURNING id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, NULL, last_error, died_at;
+RETURNING {dead_columns};
 
 -- name: get
-SELECT id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error
-FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NULL;
+SELECT {job_columns} FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NULL;
 
 -- name: jobs
-SELECT id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, leased_until, last_error
-FROM jobqueue_jobs WHERE died_at IS NULL ORDER BY visible_at, serial;
+SELECT {job_columns} FROM jobqueue_jobs WHERE died_at IS NULL ORDER BY visible_at, serial;
 
 -- name: dead_letters
-SELECT id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, NULL, last_error, died_at
-FROM jobqueue_jobs WHERE died_at IS NOT NULL ORDER BY died_at, id;
+SELECT {dead_columns} FROM jobqueue_jobs WHERE died_at IS NOT NULL ORDER BY died_at, id;
 
 -- name: next_visible_at
 SELECT min(visible_at) FROM jobqueue_jobs WHERE died_at IS NULL;

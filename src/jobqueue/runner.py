@@ -15,6 +15,11 @@ to ``grace_s`` seconds to finish, then cancels the rest and gives their jobs bac
 (:meth:`~jobqueue.queue.JobQueue.release`), so another worker can take them at once
 instead of waiting for the leases to run out. A second signal ends the grace period.
 
+When the queue's server cannot be reached (:class:`~jobqueue.errors.QueueUnavailableError`,
+a restart or a dropped connection), the runner logs it, waits a second and carries on;
+running jobs go on meanwhile, and any whose outcome could not be recorded run again after
+their leases.
+
 Introduced in lesson 11.
 """
 
@@ -35,6 +40,9 @@ from jobqueue.worker import Attempt, JobEvent, Worker
 DEFAULT_CONCURRENCY = 10
 """Jobs one runner keeps running at once."""
 
+UNAVAILABLE_PAUSE_S = 1.0
+"""Seconds a runner waits before trying again a queue whose server could not be reached."""
+
 DEFAULT_GRACE_S = 25.0
 """Seconds running jobs get to finish after a shutdown signal.
 
@@ -54,6 +62,9 @@ class Runner:
         concurrency: how many jobs may run at once (>= 1). Suited to jobs that await I/O;
             CPU-bound handlers block the event loop and gain nothing.
         poll_s: seconds to wait before looking again at a queue with no due job (> 0).
+            A queue that can say when work arrives (an async ``wait_for_work(timeout_s)``
+            method, as :class:`~jobqueue.postgres.PostgresQueue` has through LISTEN/NOTIFY)
+            wakes an idle runner at once; polling stays the fallback.
         grace_s: seconds running jobs get to finish after :meth:`stop` (> 0).
         prefetch: jobs to claim ahead of a free slot (>= 0; default 0, none). When a job
             ends, a prefetched one starts at once and the ack and the next claim happen
@@ -160,8 +171,8 @@ class Runner:
                     # The queue's server is away (restart, dropped connection): wait, then
                     # try again; the jobs running now carry on.
                     if self._log is not None:
-                        self._log(f"queue unavailable, trying again in {self.poll_s:g} s: {lost}")
-                    pause = asyncio.ensure_future(self.clock.sleep(self.poll_s))
+                        self._log(f"queue unavailable, trying again in {UNAVAILABLE_PAUSE_S:g} s: {lost}")
+                    pause = asyncio.ensure_future(self.clock.sleep(UNAVAILABLE_PAUSE_S))
                     await asyncio.wait({pause, stopping}, return_when=asyncio.FIRST_COMPLETED)
                     pause.cancel()
                     continue

@@ -27,6 +27,7 @@ from jobqueue.errors import (
     InvalidSettingError,
     PayloadError,
     PermanentJobError,
+    QueueUnavailableError,
     StaleLeaseError,
     UnknownJobTypeError,
     describe_error,
@@ -345,6 +346,8 @@ class Worker:
             await clock.sleep(self.heartbeat_s)
             try:
                 lease = self.queue.extend_lease(lease)
+            except QueueUnavailableError:
+                continue  # the queue's server is away: try again at the next beat
             except StaleLeaseError as stale:
                 lost.append(stale)
                 beat = Heartbeat(
