@@ -22,7 +22,7 @@ from jobqueue.shop import BUILD_REPORT, SEND_RECEIPT, ReportPayload
 def test_two_worker_processes_share_the_work_of_one_queue(pg_conninfo: str, tmp_path: Path) -> None:
     reports = [f"report-{n}" for n in range(24)]
     command = jobqueue_command(
-        "worker", pg_conninfo, "--handlers", HANDLERS, "--concurrency", "2", "--poll", "5", "--grace", "1"
+        "worker", pg_conninfo, "--handlers", HANDLERS, "--concurrency", "2", "--poll", "0.5", "--grace", "1"
     )
     stderr = [(tmp_path / f"worker-{n}.stderr").open("w") for n in range(2)]
     workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True) for err in stderr]
@@ -38,9 +38,9 @@ def test_two_worker_processes_share_the_work_of_one_queue(pg_conninfo: str, tmp_
                 for err in stderr:
                     err.flush()
                 raise AssertionError([p.read_text() for p in sorted(tmp_path.glob("*.stderr"))]) from None
-        with PostgresQueue(pg_conninfo) as queue:  # enqueued while both wait: NOTIFY wakes them
+        with PostgresQueue(pg_conninfo) as queue:  # 2.4 s of work for one worker: both take some
             queue.enqueue_many(
-                BUILD_REPORT, [ReportPayload(report_id=n, work_s=0.05) for n in range(24)], ids=reports
+                BUILD_REPORT, [ReportPayload(report_id=n, work_s=0.2) for n in range(24)], ids=reports
             )
 
         def done(lines: Lines) -> int:

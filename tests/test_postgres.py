@@ -282,7 +282,8 @@ def test_notify_wakes_a_waiting_worker(queue: PostgresQueue, pg_conninfo: str) -
 
 
 async def _notify_wakes_a_waiting_worker(queue: PostgresQueue, pg_conninfo: str) -> None:
-    assert await queue.wait_for_work(0.05) is False  # nothing enqueued
+    assert await queue.wait_for_work(0.05) is True  # it began listening: look again, just in case
+    assert await queue.wait_for_work(0.05) is False  # nothing enqueued since
     waiting = asyncio.create_task(queue.wait_for_work(30))
     await asyncio.sleep(0.2)
     assert not waiting.done()

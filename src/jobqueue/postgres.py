@@ -141,7 +141,7 @@ class PostgresQueue:
         self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.retry = retry if retry is not None else RetryPolicy()
-        self.conninfo = conninfo
+        self._conninfo = conninfo  # may hold a password: messages use self.server
         self.server = describe_server(conninfo)
         self._random = random
         self._lock = threading.RLock()
@@ -394,8 +394,10 @@ class PostgresQueue:
         connection that listens (``LISTEN``), opened on the first call.
 
         Returns:
-            ``True`` if a notification arrived, ``False`` after the timeout. A notification
-            is a hint, not a promise: another worker may claim the job first.
+            ``True`` if a notification arrived, or if this call had to start listening
+            (jobs enqueued before then sent their notifications to nobody: look again);
+            ``False`` after the timeout. A notification is a hint, not a promise: another
+            worker may claim the job first.
 
         Raises:
             QueueUnavailableError: if the server cannot be reached.
@@ -405,9 +407,10 @@ class PostgresQueue:
             if self._listener is None or self._listener.closed or self._listener_loop is not loop:
                 if self._listener is not None:
                     self._listener.pgconn.finish()
-                self._listener = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+                self._listener = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
                 self._listener_loop = loop
                 await self._listener.execute(f"LISTEN {CHANNEL}")
+                return True  # the caller's last look came before the LISTEN: look again
             async with aclosing(self._listener.notifies(timeout=timeout_s, stop_after=1)) as notes:
                 async for _ in notes:
                     return True
@@ -523,7 +526,7 @@ class PostgresQueue:
                 raise QueueUnavailableError(f"the queue on {self.server} is closed")
             if self._con is None or self._con.closed:
                 try:
-                    self._con = psycopg.connect(self.conninfo, autocommit=True)
+                    self._con = psycopg.connect(self._conninfo, autocommit=True)
                 except psycopg.OperationalError as exc:
                     raise self._unavailable(exc) from exc
             try:
