@@ -31,6 +31,13 @@ runs it again (a bounded number of times): the retry sees the committed id and s
 If the other transaction committed before the loser's first statement, the insert returns
 no row and the loser skips at once.
 
+On PostgreSQL (a psycopg connection, lesson 13) the same statements run from any number
+of processes. There the loser does not fail: its ``INSERT ... ON CONFLICT DO NOTHING``
+waits on the winner's row lock until the winner commits, then returns no row, and the
+loser skips; if the winner rolls back, the loser's insert goes ahead and it applies the
+effect. Only at a stricter isolation level than the default READ COMMITTED (a
+serialization failure) or in a deadlock is the transaction run again.
+
 Fencing (:func:`apply_fenced`) guards an effect against a holder whose lease ran out
 while it was paused: the effect carries a number that grows with each new holder (the
 attempt number of the lease), and the resource refuses an effect older than the newest
@@ -44,21 +51,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import duckdb
-
 from jobqueue import db
 from jobqueue.clock import Clock
-from jobqueue.db import DEFAULT_CONFLICT_ATTEMPTS
+from jobqueue.db import DEFAULT_CONFLICT_ATTEMPTS, C, Connection
 from jobqueue.errors import InvalidSettingError
 from jobqueue.job import check_count
 
-Effect = Callable[[duckdb.DuckDBPyConnection], None]
-"""A message's effect: writes made through the connection it is given, inside the
-transaction that also records the message id. Only writes to this database belong here."""
+Effect = Callable[[C], None]
+"""A message's effect: writes made through the connection it is given (DuckDB or
+PostgreSQL, the one passed to :func:`process_once`), inside the transaction that also
+records the message id. Only writes to this database belong here."""
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS processed_messages"
-    " (message_id VARCHAR PRIMARY KEY, processed_at DOUBLE NOT NULL)",
+    " (message_id VARCHAR PRIMARY KEY, processed_at DOUBLE PRECISION NOT NULL)",
 )
 """The module's one table: the ids of processed messages, with the time (seconds, from a
 :class:`~jobqueue.clock.Clock`) each was processed."""
@@ -68,10 +74,8 @@ FENCING_SCHEMA = (
 )
 """The table of :func:`apply_fenced`: the highest fencing token applied to each resource."""
 
-_CONFLICTS = (duckdb.TransactionException, duckdb.ConstraintException)
 
-
-def create_tables(con: duckdb.DuckDBPyConnection) -> None:
+def create_tables(con: Connection) -> None:
     """Create ``processed_messages`` if it does not exist yet.
 
     Only this module's table: the tables your effects write to are yours to create
@@ -81,13 +85,13 @@ def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     """
     with db.transaction(con):
         for statement in SCHEMA:
-            con.execute(statement)
+            db.fetch(con, statement)
 
 
 def process_once(
-    con: duckdb.DuckDBPyConnection,
+    con: C,
     message_id: str,
-    effect: Effect,
+    effect: Effect[C],
     *,
     clock: Clock,
     max_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
@@ -102,7 +106,8 @@ def process_once(
     module docstring for DuckDB's exceptions) is retried, and then sees the id and skips.
 
     Args:
-        con: the connection to use; give each thread its own (``con.cursor()``).
+        con: the connection to use: DuckDB (give each thread its own, ``con.cursor()``)
+            or PostgreSQL (a psycopg connection with ``autocommit=True``, one per thread).
         message_id: the message's unique id, a non-empty string (the queue's job id or
             the event id, never something computed from the delivery).
         effect: the writes to make, through the connection it is passed. It must not
@@ -123,12 +128,15 @@ def process_once(
             swallowed the error; nothing is written (not even the id).
         duckdb.TransactionException | duckdb.ConstraintException: if deliveries still
             collide after ``max_attempts`` runs; nothing of this delivery is written.
+            On PostgreSQL, ``psycopg.errors.SerializationFailure`` or
+            ``psycopg.errors.DeadlockDetected`` after ``max_attempts`` runs.
         Exception: whatever ``effect`` raised, after rolling back the id and the effect.
 
     Introduced in lesson 07.
     """
     _check_message_id(message_id)
     check_count("max_attempts", max_attempts)
+    conflicts = db.dialect(con).conflicts
     for attempt in range(1, max_attempts + 1):
         try:
             with db.transaction(con):
@@ -136,13 +144,13 @@ def process_once(
                     return False
                 effect(con)
             return True
-        except _CONFLICTS:
+        except conflicts:
             if attempt == max_attempts:
                 raise
     raise AssertionError("unreachable: the loop returns or raises")
 
 
-def mark_processed(con: duckdb.DuckDBPyConnection, message_id: str, *, clock: Clock) -> bool:
+def mark_processed(con: Connection, message_id: str, *, clock: Clock) -> bool:
     """Record ``message_id`` as processed, in its own transaction.
 
     For effects in other systems (an SMS, an e-mail), which no database transaction can
@@ -164,7 +172,7 @@ def mark_processed(con: duckdb.DuckDBPyConnection, message_id: str, *, clock: Cl
         return _record(con, message_id, clock.now())
 
 
-def is_processed(con: duckdb.DuckDBPyConnection, message_id: str) -> bool:
+def is_processed(con: Connection, message_id: str) -> bool:
     """Whether ``message_id`` is recorded in ``processed_messages`` (committed).
 
     Raises:
@@ -173,17 +181,18 @@ def is_processed(con: duckdb.DuckDBPyConnection, message_id: str) -> bool:
     Introduced in lesson 07.
     """
     _check_message_id(message_id)
-    row = con.execute("SELECT count(*) FROM processed_messages WHERE message_id = ?", [message_id]).fetchone()
-    return row is not None and row[0] > 0
+    rows = db.fetch(con, "SELECT count(*) FROM processed_messages WHERE message_id = ?", [message_id])
+    return bool(rows[0][0] > 0)
 
 
-def _record(con: duckdb.DuckDBPyConnection, message_id: str, now_s: float) -> bool:
+def _record(con: Connection, message_id: str, now_s: float) -> bool:
     """Insert the id inside the caller's transaction; ``True`` if it was new."""
-    rows = con.execute(
+    rows = db.fetch(
+        con,
         "INSERT INTO processed_messages (message_id, processed_at) VALUES (?, ?)"
         " ON CONFLICT DO NOTHING RETURNING message_id",
         [message_id, now_s],
-    ).fetchall()
+    )
     return len(rows) == 1
 
 
@@ -192,7 +201,7 @@ def _check_message_id(message_id: object) -> None:
         raise InvalidSettingError(f"message_id must be a non-empty string, got {message_id!r}")
 
 
-def create_fencing_table(con: duckdb.DuckDBPyConnection) -> None:
+def create_fencing_table(con: Connection) -> None:
     """Create ``fencing_tokens`` (:data:`FENCING_SCHEMA`) if it does not exist yet.
 
     Introduced in lesson 06.
@@ -203,10 +212,10 @@ def create_fencing_table(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def apply_fenced(
-    con: duckdb.DuckDBPyConnection,
+    con: C,
     resource: str,
     token: int,
-    effect: Effect,
+    effect: Effect[C],
     *,
     max_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
 ) -> bool:
@@ -242,21 +251,20 @@ def apply_fenced(
         raise InvalidSettingError(f"resource must be a non-empty string, got {resource!r}")
     check_count("token", token, least=0)
     check_count("max_attempts", max_attempts)
+    conflicts = db.dialect(con).conflicts
     for attempt in range(1, max_attempts + 1):
         try:
             with db.transaction(con):
-                rows = con.execute(
-                    "SELECT token FROM fencing_tokens WHERE resource = ?", [resource]
-                ).fetchall()
+                rows = db.fetch(con, "SELECT token FROM fencing_tokens WHERE resource = ?", [resource])
                 if rows and token < rows[0][0]:
                     return False
                 if rows:
-                    con.execute("UPDATE fencing_tokens SET token = ? WHERE resource = ?", [token, resource])
+                    db.count(con, "UPDATE fencing_tokens SET token = ? WHERE resource = ?", [token, resource])
                 else:
-                    con.execute("INSERT INTO fencing_tokens VALUES (?, ?)", [resource, token])
+                    db.count(con, "INSERT INTO fencing_tokens VALUES (?, ?)", [resource, token])
                 effect(con)
             return True
-        except _CONFLICTS:
+        except conflicts:
             if attempt == max_attempts:
                 raise
     raise AssertionError("unreachable: the loop returns or raises")

@@ -17,10 +17,15 @@ again, with the same job id (``"outbox-17"``, :func:`outbox_job_id`), which
 hands out ids at insert, but transactions commit in any order, so a *lower* id can
 become visible after a higher one was published.
 
-Concurrency. PostgreSQL relays share one outbox by selecting their batch ``WHERE sent_at
-IS NULL ... FOR UPDATE SKIP LOCKED`` in a transaction: each skips the rows another has
-locked. DuckDB (2.0.1, measured) has no such clause (a parser error), and lets only one
-process open a file read-write (a second fails with "Could not set lock on file"): the
+Concurrency. On PostgreSQL (a psycopg connection, lesson 13) relays share one outbox: each
+run selects its batch ``WHERE sent_at IS NULL ORDER BY id LIMIT 100 FOR UPDATE SKIP
+LOCKED`` in one transaction, publishes the rows, marks the published ones sent and
+commits. A second relay skips the rows the first has locked and takes the next ones, and
+once the first commits, the rows it marked no longer match ``sent_at IS NULL``: two
+relays at once publish each row once. The locks are held while the batch is published,
+so keep ``publish`` quick (it enqueues; it does not run the job). DuckDB (2.0.1,
+measured) has no such clause (a parser error), and lets only one process open a file
+read-write (a second fails with "Could not set lock on file"): the
 relay runs inside the application's process, one per file, and goes faster with bigger
 batches, not more relays. Within the process, transactions are optimistic: an ``UPDATE``
 of a row that another open (or since committed) transaction updated fails with
@@ -47,7 +52,7 @@ import duckdb
 
 from jobqueue import db
 from jobqueue.clock import Clock
-from jobqueue.db import DEFAULT_CONFLICT_ATTEMPTS
+from jobqueue.db import DEFAULT_CONFLICT_ATTEMPTS, Connection
 from jobqueue.errors import InvalidSettingError, UnknownJobTypeError, describe_error
 from jobqueue.job import JobType, check_count, check_positive_seconds
 
@@ -66,7 +71,7 @@ SCHEMA = (
     "CREATE SEQUENCE IF NOT EXISTS outbox_id_seq START 1",
     "CREATE TABLE IF NOT EXISTS outbox ("
     " id BIGINT PRIMARY KEY DEFAULT nextval('outbox_id_seq'), type VARCHAR NOT NULL,"
-    " payload JSON NOT NULL, created_at DOUBLE NOT NULL, sent_at DOUBLE)",
+    " payload JSON NOT NULL, created_at DOUBLE PRECISION NOT NULL, sent_at DOUBLE PRECISION)",
 )
 """The ``outbox`` and its id sequence. Times are seconds from a
 :class:`~jobqueue.clock.Clock`; ``sent_at`` is ``NULL`` until the row is published. The
@@ -83,12 +88,14 @@ pause lets another thread's transaction end, which needs real time to pass (a
 :class:`~jobqueue.clock.ManualClock` advancing would not), and it reads no time (``sent_at``
 comes from the Clock). Tests that stage the conflict themselves pass a no-op."""
 
-OnConflict = Callable[[int, duckdb.TransactionException], object]
+OnConflict = Callable[[int, Exception], object]
 """Called with the attempt number (1-based) and the exception after each conflicted attempt
 of :func:`mark_sent` but the last, before the pause (for logging)."""
 
 _INSERT = "INSERT INTO outbox (type, payload, created_at) VALUES (?, ?, ?) RETURNING id"
-_SELECT = "SELECT id, type, payload, created_at, sent_at FROM outbox"
+_SELECT = "SELECT id, type, CAST(payload AS VARCHAR), created_at, sent_at FROM outbox"  # JSON as text
+_CLAIM = _SELECT + " WHERE sent_at IS NULL ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED"
+_MARK_ALL_SENT = "UPDATE outbox SET sent_at = ? WHERE id = ANY(?)"
 _MARK_SENT = "UPDATE outbox SET sent_at = ? WHERE id = ? AND sent_at IS NULL"
 _DELETE_SENT = "DELETE FROM outbox WHERE sent_at IS NOT NULL AND sent_at <= ?"
 
@@ -145,17 +152,17 @@ def outbox_job_id(outbox_id: int) -> str:
     return f"{JOB_ID_PREFIX}{outbox_id}"
 
 
-def create_tables(con: duckdb.DuckDBPyConnection) -> None:
+def create_tables(con: Connection) -> None:
     """Create ``outbox`` and its sequence ``outbox_id_seq`` if they do not exist; nothing else.
 
     Introduced in lesson 08.
     """
     with db.transaction(con):
         for statement in SCHEMA:
-            con.execute(statement)
+            db.fetch(con, statement)
 
 
-def add_message(con: duckdb.DuckDBPyConnection, job_type: JobType[P], payload: P, clock: Clock) -> int:
+def add_message(con: Connection, job_type: JobType[P], payload: P, clock: Clock) -> int:
     """Insert a job for ``job_type`` into the outbox and return its row id.
 
     One statement and no transaction of its own: call it inside the same
@@ -174,20 +181,20 @@ def add_message(con: duckdb.DuckDBPyConnection, job_type: JobType[P], payload: P
 
     Introduced in lesson 08.
     """
-    rows = con.execute(_INSERT, [job_type.name, job_type.dump(payload), clock.now()]).fetchall()
+    rows = db.fetch(con, _INSERT, [job_type.name, job_type.dump(payload), clock.now()])
     return int(rows[0][0])
 
 
-def messages(con: duckdb.DuckDBPyConnection) -> list[OutboxMessage]:
+def messages(con: Connection) -> list[OutboxMessage]:
     """Every row of the outbox (committed), sent or not, in id order.
 
     Introduced in lesson 08.
     """
-    rows = con.execute(_SELECT + " ORDER BY id").fetchall()
+    rows = db.fetch(con, _SELECT + " ORDER BY id")
     return [OutboxMessage.from_row(row) for row in rows]
 
 
-def unsent(con: duckdb.DuckDBPyConnection, *, limit: int = DEFAULT_BATCH_SIZE) -> list[OutboxMessage]:
+def unsent(con: Connection, *, limit: int = DEFAULT_BATCH_SIZE) -> list[OutboxMessage]:
     """Up to ``limit`` committed rows not yet published (``sent_at IS NULL``), lowest id first.
 
     Raises:
@@ -196,12 +203,12 @@ def unsent(con: duckdb.DuckDBPyConnection, *, limit: int = DEFAULT_BATCH_SIZE) -
     Introduced in lesson 08.
     """
     check_count("limit", limit)
-    rows = con.execute(_SELECT + " WHERE sent_at IS NULL ORDER BY id LIMIT ?", [limit]).fetchall()
+    rows = db.fetch(con, _SELECT + " WHERE sent_at IS NULL ORDER BY id LIMIT ?", [limit])
     return [OutboxMessage.from_row(row) for row in rows]
 
 
 def mark_sent(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     outbox_id: int,
     clock: Clock,
     *,
@@ -213,10 +220,12 @@ def mark_sent(
 
     On a write conflict with another transaction (``duckdb.TransactionException`` saying
     "Conflict", at the ``UPDATE``) it rolls back, pauses :data:`CONFLICT_PAUSE_S` (doubling
-    each time) and runs the transaction again, up to ``max_attempts`` times in all.
+    each time) and runs the transaction again, up to ``max_attempts`` times in all. On
+    PostgreSQL a second ``UPDATE`` of the row waits for the first to commit and then finds
+    it marked; only a serialization failure or a deadlock is run again.
 
     Args:
-        con: the connection to use; give each thread its own (``con.cursor()``).
+        con: the connection to use; give each thread its own (``con.cursor()`` on DuckDB).
         outbox_id: the row to mark.
         clock: where ``sent_at`` (seconds) comes from.
         max_attempts: runs of the transaction when it meets conflicts (>= 1, default 5).
@@ -230,23 +239,32 @@ def mark_sent(
         InvalidSettingError: if ``max_attempts`` is not an int >= 1.
         duckdb.TransactionException: if the conflict persists after ``max_attempts``
             runs (the row stays unsent and will be published again), or for any other
-            transaction error, which is not retried.
+            transaction error, which is not retried. On PostgreSQL, the conflicts of
+            :attr:`jobqueue.db.Dialect.conflicts` after ``max_attempts`` runs.
 
     Introduced in lesson 08.
     """
     check_count("max_attempts", max_attempts)
+    conflicts = db.dialect(con).conflicts
     for attempt in range(1, max_attempts + 1):
         try:
             with db.transaction(con):
-                rows = con.execute(_MARK_SENT, [clock.now(), outbox_id]).fetchall()
-            return bool(rows[0][0])
-        except duckdb.TransactionException as exc:
-            if "Conflict" not in str(exc) or attempt == max_attempts:
+                changed = db.count(con, _MARK_SENT, [clock.now(), outbox_id])
+            return changed > 0
+        except conflicts as exc:
+            if not _is_conflict(exc) or attempt == max_attempts:
                 raise
             if on_conflict is not None:
                 on_conflict(attempt, exc)
             pause(CONFLICT_PAUSE_S * 2 ** (attempt - 1))
     raise AssertionError("unreachable: the loop returns or raises")
+
+
+def _is_conflict(exc: Exception) -> bool:
+    """Whether a failed mark met another writer: DuckDB says "Conflict"; PostgreSQL's are all."""
+    return not isinstance(exc, duckdb.Error) or (
+        isinstance(exc, duckdb.TransactionException) and "Conflict" in str(exc)
+    )
 
 
 class Relay:
@@ -256,6 +274,12 @@ class Relay:
     at a time, calls ``publish``, then :func:`mark_sent`: a row is marked only after its
     publish returned, so a crash in between publishes it again (at-least-once).
 
+    On PostgreSQL a run is one transaction instead: it locks its batch with ``FOR UPDATE
+    SKIP LOCKED`` (rows another relay holds are skipped), publishes them one at a time,
+    marks the published ones in one ``UPDATE`` and commits; a crash before the commit
+    leaves them all unsent, to be published again. Any number of relays, in any
+    processes, can run at once.
+
     When ``publish`` raises (queue unreachable...), the run **stops**: that row and the
     rest stay unsent for the next run, and :attr:`last_error` says why. Stopping rather
     than skipping keeps id order and does not hammer a queue that is down; the cost is
@@ -263,7 +287,8 @@ class Relay:
     behind it until fixed, so alert on :attr:`last_error`.
 
     Args:
-        con: the connection to read and mark with; in a thread of its own, a cursor.
+        con: the connection to read and mark with: DuckDB (in a thread of its own, a
+            cursor) or PostgreSQL (a psycopg connection with ``autocommit=True``).
         publish: hands one message to the queue (see :func:`publisher`); any
             :class:`Exception` it raises counts as "not published".
         clock: where ``sent_at`` (seconds) comes from.
@@ -294,6 +319,7 @@ class Relay:
             raise InvalidSettingError(f"publish must be callable, got {publish!r}")
         self.con = con
         self.clock = clock
+        self._skip_locked = db.dialect(con).skip_locked
         self.batch_size = check_count("batch_size", batch_size)
         self.max_attempts = check_count("max_attempts", max_attempts)
         self._publish = publish
@@ -314,17 +340,38 @@ class Relay:
                 :attr:`max_attempts` runs; the row stays unsent and is published again.
         """
         self.last_error = None
+        if self._skip_locked:
+            return self._run_locked()
         count = 0
         for message in unsent(self.con, limit=self.batch_size):
-            try:
-                self._publish(message)
-            except Exception as exc:  # not published: leave this row and the rest unsent
-                self.last_error = f"{message.job_id}: {describe_error(exc)}"
+            if not self._publish_one(message):
                 break
-            self.published += 1
             self._mark(self.con, message.id, self.clock)
             count += 1
         return count
+
+    def _run_locked(self) -> int:
+        """One PostgreSQL run: lock a batch no other relay holds, publish, mark, commit."""
+        sent: list[int] = []
+        with db.transaction(self.con):
+            for row in db.fetch(self.con, _CLAIM, [self.batch_size]):
+                message = OutboxMessage.from_row(row)
+                if not self._publish_one(message):
+                    break
+                sent.append(message.id)
+            if sent:
+                db.count(self.con, _MARK_ALL_SENT, [self.clock.now(), sent])
+        return len(sent)
+
+    def _publish_one(self, message: OutboxMessage) -> bool:
+        """Publish ``message``; on failure record why in :attr:`last_error` and return ``False``."""
+        try:
+            self._publish(message)
+        except Exception as exc:  # not published: leave this row and the rest unsent
+            self.last_error = f"{message.job_id}: {describe_error(exc)}"
+            return False
+        self.published += 1
+        return True
 
     def __repr__(self) -> str:
         return f"Relay(published={self.published}, last_error={self.last_error!r})"
@@ -369,9 +416,7 @@ def publisher(target: Enqueuer, job_types: Sequence[JobType[Any]]) -> Publish:
     return publish
 
 
-def delete_sent(
-    con: duckdb.DuckDBPyConnection, clock: Clock, *, retention_s: float = DEFAULT_RETENTION_S
-) -> int:
+def delete_sent(con: Connection, clock: Clock, *, retention_s: float = DEFAULT_RETENTION_S) -> int:
     """Delete rows sent at least ``retention_s`` seconds ago; return how many went.
 
     Unsent rows are never deleted, however old. Sent rows are kept a while so you can
@@ -391,5 +436,4 @@ def delete_sent(
     """
     check_positive_seconds("retention_s", retention_s)
     with db.transaction(con):
-        rows = con.execute(_DELETE_SENT, [clock.now() - retention_s]).fetchall()
-    return int(rows[0][0])
+        return db.count(con, _DELETE_SENT, [clock.now() - retention_s])

@@ -1,4 +1,4 @@
-"""The shop's tables on DuckDB: orders and loyalty points; the running example of lessons 07-08.
+"""The shop's tables: orders and loyalty points; the running example of lessons 07-08 and 13.
 
 The reusable pieces, :mod:`jobqueue.idempotency` and :mod:`jobqueue.outbox`, know nothing
 of the shop: they own only their own tables (``processed_messages``; ``outbox``). This
@@ -9,24 +9,25 @@ module holds the example data they are shown with:
 * ``orders``: what lesson 08's checkout saves, together with its ``send_receipt`` job in
   the outbox (:func:`save_order`).
 
-Create the reusable module's tables as well: :func:`save_order` needs ``outbox``.
+Create the reusable module's tables as well: :func:`save_order` needs ``outbox``. Every
+function takes a DuckDB connection or, as in lesson 13, a psycopg connection to
+PostgreSQL (see :mod:`jobqueue.db`).
 
 Introduced in lesson 07.
 """
 
 from __future__ import annotations
 
-import duckdb
-
 from jobqueue import db, outbox
 from jobqueue.clock import Clock
+from jobqueue.db import Connection
 from jobqueue.errors import InvalidSettingError
 from jobqueue.shop import SEND_RECEIPT, Order, ReceiptPayload
 
 ORDERS_TABLE = (
     "CREATE TABLE IF NOT EXISTS orders ("
     " id BIGINT PRIMARY KEY, customer_id BIGINT NOT NULL, email VARCHAR NOT NULL,"
-    " total_kobo BIGINT NOT NULL, created_at DOUBLE NOT NULL)"
+    " total_kobo BIGINT NOT NULL, created_at DOUBLE PRECISION NOT NULL)"
 )
 """The shop's orders: amounts in kobo, ``created_at`` in seconds from a
 :class:`~jobqueue.clock.Clock`. Introduced in lesson 08."""
@@ -38,7 +39,7 @@ SCHEMA = (ORDERS_TABLE, LOYALTY_TABLE)
 """Every table of the shop, in the order :func:`create_tables` creates them."""
 
 
-def create_tables(con: duckdb.DuckDBPyConnection) -> None:
+def create_tables(con: Connection) -> None:
     """Create the shop's ``orders`` and ``loyalty`` tables if they do not exist yet.
 
     Only the example's tables: create ``processed_messages``
@@ -49,10 +50,10 @@ def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     """
     with db.transaction(con):
         for statement in SCHEMA:
-            con.execute(statement)
+            db.fetch(con, statement)
 
 
-def credit_points(con: duckdb.DuckDBPyConnection, customer_id: int, points: int) -> None:
+def credit_points(con: Connection, customer_id: int, points: int) -> None:
     """Add ``points`` to a customer's loyalty balance (creating it at 0 if new).
 
     One statement and no transaction of its own: run it inside one, as the effect of
@@ -69,23 +70,24 @@ def credit_points(con: duckdb.DuckDBPyConnection, customer_id: int, points: int)
             raise InvalidSettingError(f"{name} must be an int, got {value!r}")
     if points < 0:
         raise InvalidSettingError(f"points must be >= 0, got {points!r}")
-    con.execute(
+    db.fetch(
+        con,
         "INSERT INTO loyalty (customer_id, points) VALUES (?, ?)"
         " ON CONFLICT (customer_id) DO UPDATE SET points = loyalty.points + excluded.points",
         [customer_id, points],
-    ).fetchall()
+    )
 
 
-def points_balance(con: duckdb.DuckDBPyConnection, customer_id: int) -> int:
+def points_balance(con: Connection, customer_id: int) -> int:
     """A customer's loyalty points (0 if they have none yet).
 
     Introduced in lesson 07.
     """
-    row = con.execute("SELECT points FROM loyalty WHERE customer_id = ?", [customer_id]).fetchone()
-    return 0 if row is None else int(row[0])
+    rows = db.fetch(con, "SELECT points FROM loyalty WHERE customer_id = ?", [customer_id])
+    return int(rows[0][0]) if rows else 0
 
 
-def insert_order(con: duckdb.DuckDBPyConnection, order: Order, clock: Clock) -> None:
+def insert_order(con: Connection, order: Order, clock: Clock) -> None:
     """Insert ``order`` into ``orders``, stamped with ``clock.now()`` (seconds).
 
     One statement and no transaction of its own: run it inside
@@ -93,17 +95,19 @@ def insert_order(con: duckdb.DuckDBPyConnection, order: Order, clock: Clock) -> 
 
     Raises:
         duckdb.ConstraintException: if an order with this id exists (the message names
-            the id); inside a transaction, the transaction must then be rolled back.
+            the id); inside a transaction, the transaction must then be rolled back. On
+            PostgreSQL, ``psycopg.errors.UniqueViolation``.
 
     Introduced in lesson 08.
     """
-    con.execute(
+    db.fetch(
+        con,
         "INSERT INTO orders (id, customer_id, email, total_kobo, created_at) VALUES (?, ?, ?, ?, ?)",
         [order.id, order.customer_id, order.email, order.total_kobo, clock.now()],
-    ).fetchall()
+    )
 
 
-def save_order(con: duckdb.DuckDBPyConnection, order: Order, clock: Clock) -> int:
+def save_order(con: Connection, order: Order, clock: Clock) -> int:
     """Save ``order`` and its ``send_receipt`` job in one transaction; return the outbox row id.
 
     The order goes into ``orders`` and a :data:`~jobqueue.shop.SEND_RECEIPT` job for it

@@ -1,0 +1,385 @@
+"""Throughput of PostgresQueue on one PostgreSQL server, beside pgqueuer, procrastinate and a bare loop.
+
+One run, one server (``JOBQUEUE_DATABASE_URL``, else the course's local embedded server,
+:func:`jobqueue.teaching.postgres_server.database_url`), with the server's own settings:
+``fsync`` and ``synchronous_commit`` are printed and must be on, so every commit of every
+queue waits for the disk. Each row gets a fresh database on that server and the same
+``--jobs`` jobs, each with the payload ``{"order_id": i, "email": "customer@example.com"}``.
+
+A row is one queue at one batch size with 1, 2 or 4 worker processes. Each process opens
+its connection, then (timed from here) enqueues its share of the jobs in batches, waits
+for the others to finish enqueueing, and claims and acks until nothing is left. The clock
+runs from the common start to the last process's last ack, so a row's jobs/s is for
+enqueue + claim + ack. Every row checks afterwards that every job was acked exactly once.
+
+The four queues, each in its plainest form:
+
+- ``PostgresQueue``: ``enqueue`` / ``claim`` / ``ack`` at batch 1; ``enqueue_many``,
+  ``claim_many(batch)``, ``ack_many`` at batch 100 (a claim is one CTE statement with
+  ``FOR UPDATE SKIP LOCKED``; an ack deletes the job).
+- pgqueuer (its ``Queries`` layer, what its own worker calls): ``enqueue`` with lists,
+  ``dequeue(batch_size=batch)``, ``log_jobs(... "successful")``; default ``durable``
+  tables (all logged).
+- procrastinate (its worker, ``wait=False`` so it stops when the queue is empty):
+  ``batch_defer_async`` of the batch; its worker fetches one job per query whatever the
+  batch, so at batch 100 it runs 10 jobs at once (``concurrency=10``), at batch 1 one;
+  ``delete_jobs="successful"`` so that an ack removes the job as in the others; no
+  LISTEN/NOTIFY (``listen_notify=False``).
+- a bare psycopg loop: ``INSERT`` of the batch (``unnest`` of a JSONB array), then in one
+  transaction ``SELECT id, payload ... ORDER BY id LIMIT batch FOR UPDATE SKIP LOCKED``
+  and ``DELETE ... WHERE id = ANY(...)``: no lease, no attempts, no retry, the floor of
+  what a SKIP LOCKED queue costs.
+
+Prints jobs/s per row, PostgresQueue's ratio to pgqueuer and to the bare loop beside it,
+and the goals, each marked met or not met: PostgresQueue at least pgqueuer at batch 100;
+at least 0.7x the bare loop at batch 1 and at batch 100; faster with 2 worker processes
+than with 1. Run: ``make bench`` or
+``.venv/bin/python benchmarks/postgres_throughput.py [--jobs N] [--workers 1 2 4]``; pgqueuer
+and procrastinate come with the ``bench`` extra (``pip install -e '.[bench]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import multiprocessing
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from multiprocessing.synchronize import Barrier
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
+from jobqueue.teaching.postgres_server import database_url, with_database
+
+BATCHES = (1, 100)
+QUEUES = ("PostgresQueue", "pgqueuer", "procrastinate", "bare psycopg loop")
+PGQUEUER_ENTRYPOINT = "send_receipt"
+PROCRASTINATE_TASK = "send_receipt"
+PROCRASTINATE_CONCURRENCY_AT_BATCH_100 = 10
+GOAL_VS_PGQUEUER = 1.0
+GOAL_VS_BARE = 0.7
+
+Worker = Callable[[str, range, int, Barrier], int]
+"""One worker process's part: (database URL, its job numbers, batch, phase barrier) -> jobs acked."""
+
+
+def payload(i: int) -> dict[str, Any]:
+    return {"order_id": i, "email": "customer@example.com"}
+
+
+def chunks(numbers: range, size: int) -> Iterator[range]:
+    for start in range(0, len(numbers), size):
+        yield numbers[start : start + size]
+
+
+# -- PostgresQueue ---------------------------------------------------------------------
+
+
+def jobqueue_setup(url: str) -> None:
+    from jobqueue.postgres import PostgresQueue
+
+    PostgresQueue(url).close()  # creates the tables
+
+
+def jobqueue_worker(url: str, numbers: range, batch: int, phase: Barrier) -> int:
+    from jobqueue.postgres import PostgresQueue
+
+    with PostgresQueue(url) as queue:
+        phase.wait()  # start
+        for part in chunks(numbers, batch):
+            items = [ReceiptPayload(**payload(i)) for i in part]
+            if batch == 1:
+                queue.enqueue(SEND_RECEIPT, items[0])
+            else:
+                queue.enqueue_many(SEND_RECEIPT, items)
+        phase.wait()  # everything enqueued
+        acked = 0
+        if batch == 1:
+            while lease := queue.claim():
+                queue.ack(lease)
+                acked += 1
+        else:
+            while leases := queue.claim_many(batch):
+                queue.ack_many(leases)
+                acked += len(leases)
+        return acked
+
+
+def jobqueue_left(url: str) -> int:
+    from jobqueue.postgres import PostgresQueue
+
+    with PostgresQueue(url) as queue:
+        return len(queue)
+
+
+# -- pgqueuer --------------------------------------------------------------------------
+
+
+def pgqueuer_setup(url: str) -> None:
+    from pgqueuer.queries import Queries
+
+    async def install() -> None:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as con:
+            await Queries.from_psycopg_connection(con).install()
+
+    asyncio.run(install())
+
+
+def pgqueuer_worker(url: str, numbers: range, batch: int, phase: Barrier) -> int:
+    from pgqueuer.queries import EntrypointExecutionParameter, Queries
+    from pgqueuer.types import QueueEntrypoint, QueueManagerId
+
+    async def work() -> int:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as con:
+            queries = Queries.from_psycopg_connection(con)
+            entrypoints = {QueueEntrypoint(PGQUEUER_ENTRYPOINT): EntrypointExecutionParameter(0)}
+            manager = QueueManagerId(uuid.uuid4())
+            phase.wait()
+            for part in chunks(numbers, batch):
+                data: list[bytes | None] = [json.dumps(payload(i)).encode() for i in part]
+                await queries.enqueue([PGQUEUER_ENTRYPOINT] * len(data), data, [0] * len(data))
+            phase.wait()
+            acked = 0
+            while jobs := await queries.dequeue(batch, entrypoints, manager, None, timedelta(seconds=30)):
+                await queries.log_jobs([(job, "successful", None) for job in jobs])
+                acked += len(jobs)
+            return acked
+
+    return asyncio.run(work())
+
+
+def pgqueuer_left(url: str) -> int:
+    with psycopg.connect(url) as con:
+        row = con.execute("SELECT count(*) FROM pgqueuer").fetchone()
+        return int(row[0]) if row else -1
+
+
+# -- procrastinate ---------------------------------------------------------------------
+
+
+def procrastinate_app(url: str, acked: list[int]) -> Any:
+    import procrastinate
+
+    logging.getLogger("procrastinate").setLevel(logging.ERROR)  # not its note that the app lives in __main__
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+
+    @app.task(name=PROCRASTINATE_TASK)
+    async def send_receipt(order_id: int, email: str) -> None:
+        acked.append(order_id)
+
+    return app
+
+
+def procrastinate_setup(url: str) -> None:
+    app = procrastinate_app(url, [])
+
+    async def install() -> None:
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+
+    asyncio.run(install())
+
+
+def procrastinate_worker(url: str, numbers: range, batch: int, phase: Barrier) -> int:
+    acked: list[int] = []
+    app = procrastinate_app(url, acked)
+    concurrency = 1 if batch == 1 else PROCRASTINATE_CONCURRENCY_AT_BATCH_100
+
+    async def work() -> int:
+        async with app.open_async():
+            task = app.tasks[PROCRASTINATE_TASK]
+            phase.wait()
+            for part in chunks(numbers, batch):
+                await task.batch_defer_async(*(payload(i) for i in part))
+            phase.wait()
+            await app.run_worker_async(
+                wait=False,
+                concurrency=concurrency,
+                listen_notify=False,
+                delete_jobs="successful",
+                install_signal_handlers=False,
+            )
+            return len(acked)
+
+    return asyncio.run(work())
+
+
+def procrastinate_left(url: str) -> int:
+    with psycopg.connect(url) as con:
+        row = con.execute("SELECT count(*) FROM procrastinate_jobs").fetchone()
+        return int(row[0]) if row else -1
+
+
+# -- the bare loop ---------------------------------------------------------------------
+
+BARE_TABLE = "CREATE TABLE bare_jobs (id BIGSERIAL PRIMARY KEY, payload JSONB NOT NULL)"
+BARE_INSERT = "INSERT INTO bare_jobs (payload) SELECT unnest(%s::jsonb[])"
+BARE_CLAIM = "SELECT id, payload FROM bare_jobs ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED"
+BARE_DELETE = "DELETE FROM bare_jobs WHERE id = ANY(%s)"
+
+
+def bare_setup(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as con:
+        con.execute(BARE_TABLE)
+
+
+def bare_worker(url: str, numbers: range, batch: int, phase: Barrier) -> int:
+    with psycopg.connect(url, autocommit=True) as con:
+        phase.wait()
+        for part in chunks(numbers, batch):
+            con.execute(BARE_INSERT, [[json.dumps(payload(i)) for i in part]])
+        phase.wait()
+        acked = 0
+        while True:
+            with con.transaction():
+                rows = con.execute(BARE_CLAIM, [batch]).fetchall()
+                if rows:
+                    con.execute(BARE_DELETE, [[row[0] for row in rows]])
+            if not rows:
+                return acked
+            acked += len(rows)
+
+
+def bare_left(url: str) -> int:
+    with psycopg.connect(url) as con:
+        row = con.execute("SELECT count(*) FROM bare_jobs").fetchone()
+        return int(row[0]) if row else -1
+
+
+IMPLEMENTATIONS: dict[str, tuple[Callable[[str], None], Worker, Callable[[str], int]]] = {
+    "PostgresQueue": (jobqueue_setup, jobqueue_worker, jobqueue_left),
+    "pgqueuer": (pgqueuer_setup, pgqueuer_worker, pgqueuer_left),
+    "procrastinate": (procrastinate_setup, procrastinate_worker, procrastinate_left),
+    "bare psycopg loop": (bare_setup, bare_worker, bare_left),
+}
+
+
+# -- running a row ---------------------------------------------------------------------
+
+
+def process_main(
+    name: str, url: str, numbers: range, batch: int, phase: Barrier, results: multiprocessing.Queue[Any]
+) -> None:
+    try:
+        acked = IMPLEMENTATIONS[name][1](url, numbers, batch, phase)
+        results.put((acked, time.monotonic(), None))  # CLOCK_MONOTONIC: one clock for every process
+    except BaseException as exc:
+        phase.abort()
+        results.put((0, time.monotonic(), f"{type(exc).__name__}: {exc}"))
+
+
+@contextmanager
+def fresh_database(server_url: str) -> Iterator[str]:
+    name = f"bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as con:
+        con.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield with_database(server_url, name)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as con:
+            con.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def run_row(server_url: str, name: str, jobs: int, batch: int, workers: int) -> float:
+    """jobs/s of one row; raises if a process failed or a job was not acked exactly once."""
+    setup, _, left = IMPLEMENTATIONS[name]
+    ctx = multiprocessing.get_context("spawn")
+    with fresh_database(server_url) as url:
+        setup(url)
+        phase = ctx.Barrier(workers + 1)  # the workers and this process, at the start
+        results: multiprocessing.Queue[Any] = ctx.Queue()
+        shares = [range(jobs)[w::workers] for w in range(workers)]
+        procs = [
+            ctx.Process(target=process_main, args=(name, url, share, batch, phase, results))
+            for share in shares
+        ]
+        for proc in procs:
+            proc.start()
+        phase.wait()  # every process is connected
+        start = time.monotonic()
+        phase.wait()  # every process has enqueued its share (this process waits with them)
+        outcomes = [results.get(timeout=600) for _ in procs]
+        for proc in procs:
+            proc.join()
+        errors = [error for _, _, error in outcomes if error]
+        if errors:
+            raise RuntimeError(f"{name}: {errors[0]}")
+        acked = sum(count for count, _, _ in outcomes)
+        remaining = left(url)
+        if acked != jobs or remaining != 0:
+            raise RuntimeError(f"{name}: {acked} of {jobs} jobs acked, {remaining} left in the queue")
+        return jobs / (max(end for _, end, _ in outcomes) - start)
+
+
+def server_settings(url: str) -> str:
+    with psycopg.connect(url) as con:
+        version, fsync, sync = (
+            con.execute(f"SHOW {setting}").fetchone()[0]  # type: ignore[index]
+            for setting in ("server_version", "fsync", "synchronous_commit")
+        )
+    if fsync != "on" or sync != "on":
+        raise SystemExit(f"fsync={fsync}, synchronous_commit={sync}: turn both on for a fair run")
+    return f"PostgreSQL {version}, fsync={fsync}, synchronous_commit={sync}"
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--jobs", type=int, default=1_000, help="jobs per row (default 1,000)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="worker processes")
+    args = parser.parse_args()
+    server_url = database_url()
+    print(f"{server_settings(server_url)}; {args.jobs:,} jobs a row; {os.cpu_count()} CPU cores")
+    print("jobs/s for enqueue + claim + ack, from the first enqueue to the last ack")
+    rates: dict[tuple[str, int, int], float] = {}
+    header = (
+        f"{'queue':<19}  {'batch':>5}  {'workers':>7}  {'jobs/s':>8}  {'vs pgqueuer':>11}  {'vs bare':>7}"
+    )
+    print(header)
+    for batch in BATCHES:
+        for workers in args.workers:
+            for name in QUEUES:
+                rates[name, batch, workers] = run_row(server_url, name, args.jobs, batch, workers)
+            for name in QUEUES:
+                rate = rates[name, batch, workers]
+                ratios = ""
+                if name == "PostgresQueue":
+                    ratios = (
+                        f"  {rate / rates['pgqueuer', batch, workers]:>10.2f}x"
+                        f"  {rate / rates['bare psycopg loop', batch, workers]:>6.2f}x"
+                    )
+                print(f"{name:<19}  {batch:>5}  {workers:>7}  {rate:>8,.0f}{ratios}", flush=True)
+
+    def ratio(peer: str, batch: int) -> float:
+        return min(rates["PostgresQueue", batch, w] / rates[peer, batch, w] for w in args.workers)
+
+    print("goals (the worst ratio over the worker counts):")
+    vs_pgq = ratio("pgqueuer", 100)
+    print(f"  PostgresQueue >= pgqueuer at batch 100: {vs_pgq:.2f}x, {verdict(vs_pgq >= GOAL_VS_PGQUEUER)}")
+    for batch in BATCHES:
+        vs_bare = ratio("bare psycopg loop", batch)
+        goal = f">= {GOAL_VS_BARE}x the bare loop at batch {batch}"
+        print(f"  PostgresQueue {goal}: {vs_bare:.2f}x, {verdict(vs_bare >= GOAL_VS_BARE)}")
+    if 1 in args.workers and 2 in args.workers:
+        for batch in BATCHES:
+            one, two = rates["PostgresQueue", batch, 1], rates["PostgresQueue", batch, 2]
+            print(
+                f"  PostgresQueue faster with 2 worker processes than 1 at batch {batch}:"
+                f" {two / one:.2f}x, {verdict(two > one)}"
+            )
+
+
+if __name__ == "__main__":
+    main()
