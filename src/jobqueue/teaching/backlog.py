@@ -371,3 +371,55 @@ def drain_time_s(backlog: float, capacity_per_s: float, arrival_rate_per_s: floa
             " it never drains"
         )
     return backlog / spare
+
+
+EXPLORER_OUTAGE = (120.0, 180.0)
+"""The outage in the simulator widget: no claims from t=120 s to t=180 s."""
+
+EXPLORER_DURATION_S = 600.0
+"""How long jobs arrive in the simulator widget, in seconds."""
+
+
+def explore_backlog(
+    arrival_rate_per_s: float,
+    workers: int,
+    service_s: float,
+    poll_interval_s: float,
+    *,
+    outage: tuple[float, float] = EXPLORER_OUTAGE,
+    duration_s: float = EXPLORER_DURATION_S,
+    seed: int = 7,
+) -> tuple[QueueRun, str]:
+    """Simulate the widget's settings; return the run and its one-line summary.
+
+    The summary gives the utilisation (arrival rate × service time / workers), the
+    backlog the outage left, how long after the outage it took to clear (down to one job
+    per worker) next to what ``backlog / (capacity − arrival rate)`` predicts, and the
+    oldest job's worst age.
+
+    Raises:
+        InvalidSettingError: naming the bad value, as :func:`simulate_queue`.
+    """
+    run = simulate_queue(
+        arrival_rate_per_s=arrival_rate_per_s,
+        workers=workers,
+        service_s=service_s,
+        duration_s=duration_s,
+        poll_interval_s=poll_interval_s,
+        outage=outage,
+        seed=seed,
+    )
+    utilisation = arrival_rate_per_s * service_s / workers
+    peak = max((n for t, n in zip(run.sample_times_s, run.backlog, strict=True) if t <= outage[1]), default=0)
+    cleared = run.drained_at_s(outage[1], threshold=max(1, workers))
+    spare = workers / service_s - arrival_rate_per_s
+    formula = f"formula {peak / spare:.0f} s" if spare > 0 else "formula: never"
+    if cleared is None or cleared >= duration_s:
+        after = f"not cleared by t={duration_s:g}s ({formula})"
+    else:
+        after = f"cleared in {cleared - outage[1]:.0f} s ({formula})"
+    summary = (
+        f"{utilisation:.0%} busy: outage left {peak} waiting, {after}; "
+        f"oldest {max(run.oldest_age_s, default=0):.0f} s"
+    )
+    return run, summary
