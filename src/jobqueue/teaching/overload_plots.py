@@ -92,12 +92,18 @@ def storm_figure(runs: Sequence[StormRun]) -> Figure:
     start, end = runs[0].blip
     ax.axvspan(start, end, color="grey", alpha=0.2, label="blip")
     ax.axhline(runs[0].capacity_per_s, color="black", linestyle=":", label="capacity")
-    for run in runs:
-        ax.plot(range(len(run.load_per_s)), run.load_per_s, label=run.policy)
+    styles = ["-", "--", "-.", ":"]
+    for number, run in enumerate(runs):
+        ax.plot(
+            range(len(run.load_per_s)),
+            run.load_per_s,
+            linestyle=styles[number % len(styles)],
+            label=run.policy,
+        )
     ax.set_xlabel("time (s)")
     ax.set_ylabel("requests reaching the service per s")
     ax.set_title("Load on the service: who keeps it down after the blip?")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper right")
+    ax.legend(loc="upper left")
     return fig
