@@ -32,6 +32,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -101,7 +102,7 @@ def handle(
         queue.ack(lease)
     history.started(job_id)
     if design == "at-least-once + process_once":
-        idempotency.process_once(effects, job_id, lambda con: book_effect(con, job_id), clock=SystemClock())
+        idempotency.process_once(effects, job_id, partial(book_effect, job_id=job_id), clock=SystemClock())
     else:
         with db.transaction(effects):
             book_effect(effects, job_id)
