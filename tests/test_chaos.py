@@ -1,11 +1,14 @@
 """The chaos lab: real worker processes killed with SIGKILL (about 10-20 s for the file)."""
 
+from functools import partial
 from pathlib import Path
 
+import duckdb
 import pytest
 
-from jobqueue import InvalidSettingError
-from jobqueue.teaching.chaos import run_chaos, run_designs
+from jobqueue import InvalidSettingError, Lease, ManualClock, idempotency
+from jobqueue.teaching import chaos
+from jobqueue.teaching.chaos import Step, run_chaos, run_designs
 
 
 def test_each_design_keeps_its_promise_when_workers_are_killed(tmp_path: Path) -> None:
@@ -27,3 +30,61 @@ def test_run_chaos_wants_a_fresh_folder_and_sane_settings(tmp_path: Path) -> Non
         run_chaos("at-most-once", tmp_path / "new", kills=0)
     with pytest.raises(InvalidSettingError, match="design must be one of"):
         run_chaos("exactly-once", tmp_path / "new")  # type: ignore[arg-type]
+
+
+CLOCK = ManualClock()
+
+
+def naive(con: duckdb.DuckDBPyConnection, lease: Lease, step: Step) -> None:
+    step("before the effect")
+    chaos.book_effect(con, lease.job.id)
+    step("after the effect")
+
+
+def keyed_per_delivery(con: duckdb.DuckDBPyConnection, lease: Lease, step: Step) -> None:
+    step("before the effect")
+    key = f"{lease.job.id}:attempt-{lease.job.attempts}"
+    idempotency.process_once(con, key, partial(chaos.book_effect, job_id=lease.job.id), clock=CLOCK)
+    step("after the effect")
+
+
+def keyed_by_job(con: duckdb.DuckDBPyConnection, lease: Lease, step: Step) -> None:
+    step("before the effect")
+    idempotency.process_once(con, lease.job.id, partial(chaos.book_effect, job_id=lease.job.id), clock=CLOCK)
+    step("after the effect")
+
+
+def test_crash_test_finds_duplicate_effects_and_passes_process_once_by_job_id() -> None:
+    for handler in (naive, keyed_per_delivery):
+        report = chaos.crash_test(handler)
+        assert report.lost == ()
+        assert report.effects_twice, handler.__name__
+    fixed = chaos.crash_test(keyed_by_job)
+    assert fixed.ok and fixed.ran_twice  # redeliveries happened, and no effect doubled
+    assert fixed.effects == fixed.finished == 20
+
+
+def test_crash_test_is_deterministic_and_without_crashes_nothing_repeats() -> None:
+    assert chaos.crash_test(naive, seed=3) == chaos.crash_test(naive, seed=3)
+    calm = chaos.crash_test(naive, crash_chance=0)
+    assert (calm.ran_twice, calm.effects_twice, calm.effects) == ((), (), 20)
+
+
+def test_a_kill_inside_the_transaction_rolls_it_back() -> None:
+    def inside(con: duckdb.DuckDBPyConnection, lease: Lease, step: Step) -> None:
+        def effect(c: duckdb.DuckDBPyConnection) -> None:
+            chaos.book_effect(c, lease.job.id)
+            step("inside the transaction")
+
+        idempotency.process_once(con, lease.job.id, effect, clock=CLOCK)
+
+    report = chaos.crash_test(inside, crash_chance=0.5)
+    assert report.ok and report.ran_twice
+    assert report.effects == 20
+
+
+def test_crash_test_settings_are_checked() -> None:
+    with pytest.raises(InvalidSettingError, match="jobs must be an int >= 1"):
+        chaos.crash_test(naive, jobs=0)
+    with pytest.raises(InvalidSettingError, match="crash_chance must be at least 0 and below 1"):
+        chaos.crash_test(naive, crash_chance=1)

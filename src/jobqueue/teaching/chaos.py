@@ -13,6 +13,9 @@
 3. it reads the :class:`~jobqueue.testing.History` every life wrote and the effects table,
    and returns the :func:`~jobqueue.testing.check_history` report.
 
+:func:`crash_test` is the same experiment in one process, on a manual clock, with
+simulated kills at seeded points of a handler: fast and deterministic, for exercises.
+
 The handler books an effect (a row in the effects table, keyed by the job id) and then
 goes on working for a while (rendering, say), so a kill is likely to land between the
 effect and the ack. The three designs differ only in where the ack is and how the effect
@@ -28,8 +31,9 @@ import random as random_module
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -39,10 +43,11 @@ from typing import Literal
 import duckdb
 
 from jobqueue import db, idempotency
-from jobqueue.clock import SystemClock
+from jobqueue.clock import ManualClock, SystemClock
 from jobqueue.durable import DurableQueue
 from jobqueue.errors import InvalidSettingError
 from jobqueue.job import JobType, Lease
+from jobqueue.queue import JobQueue
 from jobqueue.testing import SUFFIX, History, HistoryReport, check_history, read_history
 
 Design = Literal["at-most-once", "at-least-once", "at-least-once + process_once"]
@@ -202,6 +207,86 @@ def run_designs(
             for design in designs
         }
         return {design: future.result() for design, future in futures.items()}
+
+
+class Killed(BaseException):
+    """The simulated SIGKILL of :func:`crash_test`: a ``BaseException``, so no handler catches it.
+
+    A transaction open when it is raised is rolled back, as a real kill would leave it.
+    """
+
+
+Step = Callable[[str], None]
+"""A handler's crash point: ``step("after the effect")`` may raise :class:`Killed` there."""
+
+CrashHandler = Callable[[duckdb.DuckDBPyConnection, Lease, Step], None]
+"""A handler under :func:`crash_test`: the effects connection, the lease, the crash point."""
+
+
+def crash_test(
+    handler: CrashHandler, *, jobs: int = 20, crash_chance: float = 0.3, seed: int = 7
+) -> HistoryReport:
+    """Run ``handler`` over ``jobs`` jobs in one process, killing the "worker" at seeded crash points.
+
+    A fast, deterministic cousin of :func:`run_chaos` for exercises: an in-memory queue
+    on a manual clock and an in-memory effects database (table ``effects``, see
+    :func:`book_effect`; ``processed_messages`` for :mod:`~jobqueue.idempotency`). Each
+    time the handler calls its ``step`` argument, the worker dies there with probability
+    ``crash_chance`` (raising :class:`Killed`): nothing is acked, and the job comes back
+    when its lease runs out, to a new worker "life" (the clock jumps ahead). The worker
+    acks after the handler returns (at-least-once).
+
+    Returns:
+        The history report, effects read from the ``effects`` table.
+
+    Raises:
+        InvalidSettingError: if ``jobs`` < 1 or ``crash_chance`` is not below 1.
+    """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InvalidSettingError(f"jobs must be an int >= 1, got {jobs!r}")
+    if not 0 <= crash_chance < 1:
+        raise InvalidSettingError(f"crash_chance must be at least 0 and below 1, got {crash_chance!r}")
+    rng = random_module.Random(seed)
+    clock = ManualClock()
+    queue = JobQueue(clock, visibility_timeout_s=30)
+    effects = db.connect()
+    effects.execute("CREATE TABLE effects (job_id VARCHAR NOT NULL)")
+    idempotency.create_tables(effects)
+
+    def step(name: str) -> None:
+        if rng.random() < crash_chance:
+            raise Killed(name)
+
+    with tempfile.TemporaryDirectory() as folder:
+        with History(folder, "producer") as producer:
+            for number in range(jobs):
+                job_id = f"job-{number:03d}"
+                queue.enqueue(CHAOS, ChaosJob(number=number), id=job_id)
+                producer.enqueued(job_id)
+        lives = 0
+        history = History(folder, _life_name(lives))
+        while len(queue):
+            lease = queue.claim()
+            if lease is None:
+                clock.advance(queue.visibility_timeout_s)  # the dead workers' leases run out
+                continue
+            history.started(lease.job.id)
+            try:
+                handler(effects, lease, step)
+            except Killed:
+                history.close()
+                lives += 1
+                history = History(folder, _life_name(lives))
+                continue
+            history.finished(lease.job.id)
+            queue.ack(lease)
+        history.close()
+        rows = effects.execute("SELECT job_id FROM effects").fetchall()
+        return check_history(
+            read_history(folder),
+            dead=[d.job.id for d in queue.dead_letters()],
+            effects=[row[0] for row in rows],
+        )
 
 
 def _life_name(number: int) -> str:
