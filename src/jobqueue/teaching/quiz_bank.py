@@ -22,7 +22,7 @@ Kind = Literal["choice", "predict", "code"]
 KINDS: tuple[Kind, ...] = ("choice", "predict", "code")
 LETTERS = "abcdef"
 """Labels of a choice question's options, in order (so at most 6 options)."""
-LAST_LESSON = 11
+LAST_LESSON = 16
 """Highest lesson number a question may test."""
 
 _COMMON = ("id", "lesson", "kind", "prompt", "answer", "explanation")

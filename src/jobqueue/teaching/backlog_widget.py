@@ -1,0 +1,144 @@
+"""The backlog simulator of lesson 14: sliders, a picture of the backlog, a one-line summary.
+
+Like :class:`jobqueue.teaching.widgets.BackoffExplorer`, it only reads controls and draws:
+the numbers and the summary come from
+:func:`jobqueue.teaching.backlog.explore_backlog`, tested without a browser. Its
+plain-text form (what nbval compares) is the summary, and its view gets a model id
+counted per kernel (``jobqueue-backlog-simulator-1`` ...), so re-running the lesson leaves
+its file unchanged.
+
+Introduced in lesson 14.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import itertools
+from typing import Any
+
+import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type information
+
+from jobqueue.errors import InvalidSettingError
+from jobqueue.teaching.backlog import EXPLORER_OUTAGE, explore_backlog
+from jobqueue.teaching.overload_plots import backlog_figure
+
+_simulator_ids = itertools.count(1)
+
+ARRIVAL_RANGE = (0.5, 10.0, 0.5)
+"""The arrival-rate slider: smallest, largest, step, in jobs per second."""
+
+WORKERS_RANGE = (1, 20, 1)
+"""The workers slider: smallest, largest, step."""
+
+SERVICE_RANGE = (0.1, 5.0, 0.1)
+"""The service-time slider (mean running time of a job): smallest, largest, step, in seconds."""
+
+POLL_RANGE = (0.0, 5.0, 0.5)
+"""The poll-interval slider: smallest, largest, step, in seconds."""
+
+
+class BacklogSimulator:
+    """Sliders for arrival rate, workers, service time and poll interval; a picture; a summary.
+
+    Each change re-runs the seeded simulation (600 s of arrivals, an outage from t=120 s
+    to t=180 s) and redraws the backlog and the oldest job's age over time. Display it
+    by making it the last expression of a cell.
+
+    Args:
+        arrival_rate_per_s: first value of the arrival slider, jobs per second.
+        workers: first number of workers.
+        service_s: first mean service time, in seconds.
+        poll_interval_s: first poll interval, in seconds.
+        seed: the simulation's seed.
+
+    DOM hooks (CSS classes): ``backlog-simulator`` (the box), ``backlog-arrival``,
+    ``backlog-workers``, ``backlog-service``, ``backlog-poll`` (the sliders),
+    ``backlog-summary`` and ``backlog-picture``.
+
+    Introduced in lesson 14.
+    """
+
+    def __init__(
+        self,
+        *,
+        arrival_rate_per_s: float = 4.0,
+        workers: int = 5,
+        service_s: float = 1.0,
+        poll_interval_s: float = 1.0,
+        seed: int = 7,
+    ) -> None:
+        self._seed = seed
+        self.arrival = _slider("arrivals/s", arrival_rate_per_s, ARRIVAL_RANGE, "backlog-arrival")
+        self.workers = ipywidgets.IntSlider(
+            value=workers,
+            min=WORKERS_RANGE[0],
+            max=WORKERS_RANGE[1],
+            step=WORKERS_RANGE[2],
+            description="workers",
+            continuous_update=False,
+        )
+        self.workers.add_class("backlog-workers")
+        self.service = _slider("service_s", service_s, SERVICE_RANGE, "backlog-service")
+        self.poll = _slider("poll_s", poll_interval_s, POLL_RANGE, "backlog-poll")
+        self.summary_label = ipywidgets.HTML()
+        self.summary_label.add_class("backlog-summary")
+        self.picture = ipywidgets.Image(format="png")
+        self.picture.add_class("backlog-picture")
+        self._summary = ""
+        self.update()
+        controls = [self.arrival, self.workers, self.service, self.poll]
+        self.box = ipywidgets.VBox(
+            [ipywidgets.HBox(controls[:2]), ipywidgets.HBox(controls[2:]), self.summary_label, self.picture],
+            model_id=f"jobqueue-backlog-simulator-{next(_simulator_ids)}",
+        )
+        self.box.add_class("backlog-simulator")
+        for control in controls:
+            control.observe(self._on_change, names="value")
+
+    @property
+    def summary(self) -> str:
+        """The summary line for the current settings."""
+        return self._summary
+
+    def update(self) -> None:
+        """Re-run the simulation for the sliders' values; redraw the summary and picture."""
+        try:
+            run, summary = explore_backlog(
+                self.arrival.value, self.workers.value, self.service.value, self.poll.value, seed=self._seed
+            )
+        except InvalidSettingError as error:
+            self._summary = f"cannot simulate: {error}"
+            self.summary_label.value = html.escape(self._summary)
+            return
+        self._summary = summary
+        self.summary_label.value = html.escape(summary)
+        buffer = io.BytesIO()
+        backlog_figure(run, outage=EXPLORER_OUTAGE).savefig(buffer, format="png", dpi=80)
+        self.picture.value = buffer.getvalue()
+
+    def _on_change(self, _change: object) -> None:
+        self.update()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle: dict[str, Any] = self.box._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = self._summary
+        return bundle
+
+    def __repr__(self) -> str:
+        return f"BacklogSimulator({self._summary!r})"
+
+
+def _slider(name: str, value: float, bounds: tuple[float, float, float], css_class: str) -> Any:
+    low, high, step = bounds
+    slider = ipywidgets.FloatSlider(
+        value=value,
+        min=low,
+        max=high,
+        step=step,
+        description=name,
+        continuous_update=False,
+        readout_format=".1f",
+    )
+    slider.add_class(css_class)
+    return slider

@@ -1,0 +1,79 @@
+import re
+
+import pytest
+
+from jobqueue import InvalidSettingError
+from jobqueue.teaching.backlog import explore_backlog, simulate_queue
+from jobqueue.teaching.backlog_widget import BacklogSimulator
+from jobqueue.teaching.overload_plots import backlog_figure, knee_figure, storm_figure
+from jobqueue.teaching.storms import POLICIES, simulate_storm
+
+PNG = b"\x89PNG"
+VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def test_explore_backlog_at_80_percent_matches_the_drain_formula() -> None:
+    run, summary = explore_backlog(4, 5, 1.0, 1.0)
+    assert summary.startswith("80% busy: outage left ")
+    match = re.search(r"cleared in (\d+) s \(formula (\d+) s\)", summary)
+    assert match is not None
+    simulated, predicted = int(match[1]), int(match[2])
+    assert abs(simulated - predicted) < 0.2 * predicted
+    assert max(run.oldest_age_s) >= 59  # the outage lasted 60 s
+
+
+def test_explore_backlog_past_capacity_never_clears() -> None:
+    _, summary = explore_backlog(6, 5, 1.0, 1.0)
+    assert "not cleared by t=600s (formula: never)" in summary
+
+
+def test_simulator_summary_is_its_text_form_and_moves_with_a_slider() -> None:
+    simulator = BacklogSimulator()
+    assert simulator.summary == explore_backlog(4, 5, 1.0, 1.0)[1]
+    bundle = simulator._repr_mimebundle_()
+    assert bundle["text/plain"] == simulator.summary
+    assert re.fullmatch(r"jobqueue-backlog-simulator-\d+", bundle[VIEW]["model_id"])
+    assert bytes(simulator.picture.value).startswith(PNG)
+    simulator.workers.value = 10
+    assert simulator.summary == explore_backlog(4, 10, 1.0, 1.0)[1]
+    assert simulator.summary.startswith("40% busy")
+    assert repr(simulator) == f"BacklogSimulator({simulator.summary!r})"
+    for css_class, widget in {
+        "backlog-simulator": simulator.box,
+        "backlog-arrival": simulator.arrival,
+        "backlog-workers": simulator.workers,
+        "backlog-service": simulator.service,
+        "backlog-poll": simulator.poll,
+        "backlog-summary": simulator.summary_label,
+    }.items():
+        assert css_class in widget._dom_classes
+
+
+def test_knee_figure_draws_the_numbers_given() -> None:
+    fig = knee_figure([0.5, 0.8], [0.1, 0.4], [0.3, 1.2])
+    lines = fig.axes[0].get_lines()
+    assert list(lines[0].get_xdata()) == [50, 80]
+    assert list(lines[1].get_ydata()) == [0.3, 1.2]
+    with pytest.raises(InvalidSettingError, match="equally long"):
+        knee_figure([0.5], [0.1, 0.2], [0.3])
+
+
+def test_backlog_figure_draws_the_samples_in_the_unit_asked() -> None:
+    run = simulate_queue(arrival_rate_per_s=1, workers=1, service_s=0.5, duration_s=120, sample_every_s=60)
+    fig = backlog_figure(run, outage=(0, 60), unit_s=60)
+    backlog_ax, age_ax = fig.axes
+    assert list(backlog_ax.get_lines()[0].get_ydata()) == list(run.backlog)
+    assert list(age_ax.get_lines()[0].get_xdata()) == [t / 60 for t in run.sample_times_s]
+    assert age_ax.get_xlabel() == "time (min)"
+    with pytest.raises(InvalidSettingError, match="unit_s must be 1, 60 or 3600"):
+        backlog_figure(run, unit_s=7)
+
+
+def test_storm_figure_has_a_line_per_policy() -> None:
+    runs = [simulate_storm(policy, duration_s=30) for policy in POLICIES]
+    fig = storm_figure(runs)
+    lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].get_lines()}
+    for run in runs:
+        assert lines[run.policy] == list(run.load_per_s)
+    with pytest.raises(InvalidSettingError, match="at least one run"):
+        storm_figure([])
