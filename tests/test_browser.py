@@ -1,7 +1,7 @@
 """The course in a real browser: JupyterLab in headless Chromium, driven by Playwright.
 
 Runs lesson 02 (the backoff picture appears; the explorer's summary follows its controls)
-and takes the lesson 12 quiz to a verdict, on a throwaway copy of the course. Screenshots
+and takes the lesson 17 quiz to a verdict, on a throwaway copy of the course. Screenshots
 land in screenshots/ (git-ignored). Needs /usr/bin/chromium (or $JOBQUEUE_CHROMIUM) and
 the `playwright` package; without either the tests skip and say which piece is missing.
 """
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "screenshots"
 LESSON_02 = "lessons/02_backoff.ipynb"
-LESSON_12 = "lessons/12_test_yourself.ipynb"
+QUIZ_LESSON = "lessons/17_test_yourself.ipynb"
 VERDICT = re.compile(r"\b(PASS|FAIL)\b\D*\d+\s*(of|/)\s*\d+")
 
 
@@ -80,8 +80,8 @@ needs_explorer = pytest.mark.skipif(
     reason=f'{LESSON_02} shows no backoff explorer yet (no "backoff-summary" widget)',
 )
 needs_quiz = pytest.mark.skipif(
-    not shows_marker(LESSON_12, "quiz-verdict"),
-    reason=f'{LESSON_12} does not exist yet or shows no quiz (no "quiz-verdict" widget)',
+    not shows_marker(QUIZ_LESSON, "quiz-verdict"),
+    reason=f'{QUIZ_LESSON} does not exist yet or shows no quiz (no "quiz-verdict" widget)',
 )
 
 
@@ -114,7 +114,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
         pytest.skip(reason)
     workdir = tmp_path_factory.mktemp("lab")
     # Stored outputs are stripped from the copies: what the page shows must come from this run.
-    with lab_server(ROOT, workdir, strip=(LESSON_02, LESSON_12)) as server:
+    with lab_server(ROOT, workdir, strip=(LESSON_02, QUIZ_LESSON)) as server:
         yield server
 
 
@@ -209,7 +209,7 @@ def test_lesson12_quiz_reaches_a_verdict(
 
 def take_the_quiz(page: Page, lab: LabServer) -> str:
     """Answer every question, submit, and wait for a PASS or FAIL verdict with a count."""
-    open_notebook(page, lab, LESSON_12)
+    open_notebook(page, lab, QUIZ_LESSON)
     run_all_cells(page)
     # The first quiz on the page: the code cell that shows the first Submit button.
     quiz = current_notebook(page).locator(".jp-CodeCell").filter(has=page.locator(".quiz-submit")).first

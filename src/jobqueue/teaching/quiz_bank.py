@@ -1,4 +1,4 @@
-"""The question bank of lesson 12: reading ``questions.toml`` and validating every entry.
+"""The question bank of lesson 17: reading ``questions.toml`` and validating every entry.
 
 The bank (shipped with the package) holds three kinds of question: ``"choice"`` (pick a,
 b, c ...), ``"predict"`` (type exactly what a snippet prints) and ``"code"`` (write code;
@@ -6,7 +6,7 @@ a check runs against your definitions). :func:`load_bank` reads and validates it
 :class:`Question` records; a malformed entry raises :class:`BankError` naming its id and
 field. Drawing and grading are in :mod:`jobqueue.teaching.quiz`.
 
-Introduced in lesson 12.
+Introduced in lesson 17.
 """
 
 from __future__ import annotations
