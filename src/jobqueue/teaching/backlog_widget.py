@@ -22,6 +22,7 @@ import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type in
 from jobqueue.errors import InvalidSettingError
 from jobqueue.teaching.backlog import EXPLORER_OUTAGE, explore_backlog
 from jobqueue.teaching.overload_plots import backlog_figure
+from jobqueue.teaching.widgets import _slider  # the backoff explorer's slider, shared
 
 _simulator_ids = itertools.count(1)
 
@@ -127,18 +128,3 @@ class BacklogSimulator:
 
     def __repr__(self) -> str:
         return f"BacklogSimulator({self._summary!r})"
-
-
-def _slider(name: str, value: float, bounds: tuple[float, float, float], css_class: str) -> Any:
-    low, high, step = bounds
-    slider = ipywidgets.FloatSlider(
-        value=value,
-        min=low,
-        max=high,
-        step=step,
-        description=name,
-        continuous_update=False,
-        readout_format=".1f",
-    )
-    slider.add_class(css_class)
-    return slider
