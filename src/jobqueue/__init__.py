@@ -7,7 +7,11 @@ modules of their own: :mod:`jobqueue.db`, :mod:`jobqueue.idempotency`,
 :class:`DurableQueue` (jobs in a DuckDB file), :class:`Runner` (a worker service) and
 :class:`QueueMetrics`; :mod:`jobqueue.cli` is the ``jobqueue`` command line. Lesson 13 adds
 :class:`PostgresQueue` (jobs in PostgreSQL, shared by many processes; needs ``psycopg``,
-imported on first use). ``jobqueue.shop`` and
+imported on first use). Lesson 15 adds :class:`CircuitBreaker` (with
+:class:`CircuitOpenError`, on which a worker defers a job without spending an attempt),
+:class:`RetryBudget`, and :class:`RetryAfterError` (a retry scheduled when the dependency
+asked, see :func:`parse_retry_after`); lesson 16 the chaos tests' history checker,
+:class:`History` and :func:`check_history`. ``jobqueue.shop`` and
 ``jobqueue.shop_db`` are the course's running example, and ``jobqueue.teaching`` holds
 course helpers only.
 """
@@ -16,9 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from jobqueue import db, fanout, idempotency, outbox
 from jobqueue.backoff import DEFAULT_BASE_S, DEFAULT_CAP_S, Backoff, RandomFn
+from jobqueue.breaker import CircuitBreaker
 from jobqueue.clock import Clock, ManualClock, SleepingClock, SystemClock
 from jobqueue.durable import DurableQueue
 from jobqueue.errors import (
+    MAX_RETRY_AFTER_S,
+    CircuitOpenError,
     CorruptJobError,
     DeadLetterNotFoundError,
     HandlerCancelledError,
@@ -30,11 +37,12 @@ from jobqueue.errors import (
     QueueFileError,
     QueueFileLockedError,
     QueueUnavailableError,
+    RetryAfterError,
     StaleLeaseError,
     TransactionAbortedError,
     UnknownJobTypeError,
 )
-from jobqueue.failures import classify_exception, classify_status
+from jobqueue.failures import classify_exception, classify_status, parse_retry_after
 from jobqueue.fanout import Published, Topic
 from jobqueue.idempotency import process_once
 from jobqueue.job import (
@@ -49,7 +57,9 @@ from jobqueue.job import (
 from jobqueue.metrics import QueueMetrics
 from jobqueue.outbox import Relay
 from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, JobQueue, Queue
+from jobqueue.retry_budget import RetryBudget
 from jobqueue.runner import Runner
+from jobqueue.testing import History, HistoryReport, check_history
 from jobqueue.worker import DEFAULT_TIMEOUT_S, Handler, Heartbeat, JobEvent, Worker
 
 if TYPE_CHECKING:
@@ -72,7 +82,10 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "DEFAULT_VISIBILITY_TIMEOUT_S",
     "MAX_ATTEMPTS_LIMIT",
+    "MAX_RETRY_AFTER_S",
     "Backoff",
+    "CircuitBreaker",
+    "CircuitOpenError",
     "Clock",
     "CorruptJobError",
     "DeadLetter",
@@ -82,6 +95,8 @@ __all__ = [
     "Handler",
     "HandlerCancelledError",
     "Heartbeat",
+    "History",
+    "HistoryReport",
     "InvalidSettingError",
     "Job",
     "JobEvent",
@@ -102,6 +117,8 @@ __all__ = [
     "QueueUnavailableError",
     "RandomFn",
     "Relay",
+    "RetryAfterError",
+    "RetryBudget",
     "RetryPolicy",
     "Runner",
     "SleepingClock",
@@ -111,11 +128,13 @@ __all__ = [
     "TransactionAbortedError",
     "UnknownJobTypeError",
     "Worker",
+    "check_history",
     "classify_exception",
     "classify_status",
     "db",
     "fanout",
     "idempotency",
     "outbox",
+    "parse_retry_after",
     "process_once",
 ]

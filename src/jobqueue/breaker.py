@@ -24,12 +24,12 @@ that uses it::
         async with MAIL:
             await mailer.send(payload.email, ...)
 
-While the breaker is open the handler raises :class:`CircuitOpenError`, which carries
-``retry_at_s``. The intended use by the worker (a later step of the package): catch it,
-put the job back to wait until ``retry_at_s`` without spending an attempt (like
-:meth:`jobqueue.JobQueue.release`, with a delay), so an outage of one dependency does not
-push its jobs into the dead-letter queue. Until then a handler's :class:`CircuitOpenError`
-is an ordinary transient failure that is retried with backoff.
+While the breaker is open the handler raises :class:`CircuitOpenError` (defined in
+:mod:`jobqueue.errors`, re-exported here), which carries ``retry_at_s``. The
+:class:`~jobqueue.worker.Worker` catches it and gives the job back to wait until
+``retry_at_s`` without spending an attempt (:meth:`jobqueue.JobQueue.release` with
+``delay_s``; the event's outcome is ``"deferred"``), so an outage of one dependency does
+not push its jobs into the dead-letter queue.
 
 Introduced in lesson 15.
 """
@@ -42,8 +42,16 @@ from types import TracebackType
 from typing import Literal, TypeVar
 
 from jobqueue.clock import Clock
-from jobqueue.errors import InvalidSettingError, JobQueueError
+from jobqueue.errors import CircuitOpenError, InvalidSettingError
 from jobqueue.job import check_count, check_positive_seconds
+
+__all__ = [
+    "DEFAULT_FAILURE_THRESHOLD",
+    "DEFAULT_RESET_TIMEOUT_S",
+    "BreakerState",
+    "CircuitBreaker",
+    "CircuitOpenError",
+]
 
 T = TypeVar("T")
 
@@ -55,28 +63,6 @@ DEFAULT_FAILURE_THRESHOLD = 5
 
 DEFAULT_RESET_TIMEOUT_S = 30.0
 """Seconds a breaker stays open before it lets a trial call through."""
-
-
-class CircuitOpenError(JobQueueError):
-    """A call was refused because the circuit breaker of its dependency is open.
-
-    Raised by :class:`CircuitBreaker` instead of calling the dependency. Nothing was sent,
-    so retrying before ``retry_at_s`` cannot help.
-
-    Attributes:
-        dependency: the breaker's name, e.g. ``"mail provider"``.
-        retry_at_s: the clock time (seconds) from which the breaker lets a trial call
-            through; a job should wait until then, without spending an attempt.
-    """
-
-    def __init__(self, dependency: str, retry_at_s: float) -> None:
-        super().__init__(f"circuit open for {dependency!r}: try again at t={retry_at_s:g}s")
-        self.dependency = dependency
-        self.retry_at_s = retry_at_s
-
-    def retry_after_s(self, now_s: float) -> float:
-        """Seconds from ``now_s`` until ``retry_at_s`` (0 if that time has come)."""
-        return max(0.0, self.retry_at_s - now_s)
 
 
 class CircuitBreaker:

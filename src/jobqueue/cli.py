@@ -190,13 +190,14 @@ async def _serve(runner: Runner, queue: Queue, args: argparse.Namespace) -> None
 
 
 def summary(events: Sequence[JobEvent]) -> str:
-    """Count events by outcome, e.g. ``"3 done, 1 retried, 1 dead, 1 given back"``."""
+    """Count events by outcome, e.g. ``"3 done, 1 retried, 1 dead, 1 given back, 2 deferred"``."""
     names = {
         "done": "done",
         "retry": "retried",
         "dead": "dead",
         "stale": "lease lost",
         "released": "given back",
+        "deferred": "deferred",
     }
     counts = {name: sum(event.outcome == outcome for event in events) for outcome, name in names.items()}
     shown = [f"{n} {name}" for name, n in counts.items() if n or name in ("done", "given back")]

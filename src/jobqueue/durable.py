@@ -60,6 +60,7 @@ from jobqueue.errors import (
     QueueFileLockedError,
     describe_failure,
 )
+from jobqueue.failures import retry_delay_s
 from jobqueue.job import (
     DeadLetter,
     Job,
@@ -72,7 +73,7 @@ from jobqueue.job import (
     check_retry,
 )
 from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics, bucket, check_window
-from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, check_ids, stale_lease
+from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, check_delay_s, check_ids, stale_lease
 
 P = TypeVar("P")
 
@@ -414,7 +415,7 @@ class DurableQueue:
         return stale
 
     def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
-        """Record a failed attempt: retry after the backoff, or dead; see :meth:`JobQueue.fail`.
+        """Record a failed attempt: retry after a delay, or dead; see :meth:`JobQueue.fail`.
 
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
@@ -431,7 +432,7 @@ class DurableQueue:
                 self._move_to_dead(con, "id = $id", {"id": job.id}, now)
                 outcome = "dead"
             else:
-                run_at = now + job.backoff.delay_s(job.attempts, self._random)
+                run_at = now + retry_delay_s(job, error, self._random)
                 con.execute(
                     "UPDATE jobqueue_jobs SET run_at = $run_at, visible_at = $run_at, leased_until = NULL,"
                     " leased_at = NULL, lease_token = NULL, last_error = $error,"
@@ -460,19 +461,21 @@ class DurableQueue:
             ).fetchall()[0]
         return Lease(job=_lenient(row), token=lease.token)
 
-    def release(self, lease: Lease) -> Job:
-        """Give a claimed job back unrun, due now, the attempt not counted; see :meth:`JobQueue.release`.
+    def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job:
+        """Give a claimed job back unrun, due in ``delay_s``; see :meth:`JobQueue.release`.
 
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease.
+            InvalidSettingError: if ``delay_s`` is not a finite number >= 0.
         """
+        check_delay_s(delay_s)
         with self._transaction() as con:
             self._check_holder(con, lease)
             row = con.execute(
-                "UPDATE jobqueue_jobs SET attempts = attempts - 1, run_at = $now, visible_at = $now,"
+                "UPDATE jobqueue_jobs SET attempts = attempts - 1, run_at = $run_at, visible_at = $run_at,"
                 " leased_until = NULL, leased_at = NULL, lease_token = NULL,"
                 f" serial = nextval('jobqueue_serial') WHERE id = $id RETURNING {JOB_COLUMNS}",
-                {"now": self.clock.now(), "id": lease.job.id},
+                {"run_at": self.clock.now() + delay_s, "id": lease.job.id},
             ).fetchall()[0]
         return _lenient(row)
 

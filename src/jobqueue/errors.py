@@ -9,6 +9,8 @@ Introduced in lesson 03 (the queue) and lesson 04 (the worker).
 
 from __future__ import annotations
 
+import math
+
 
 class JobQueueError(Exception):
     """Root of every error raised by :mod:`jobqueue`."""
@@ -61,6 +63,81 @@ class PermanentJobError(JobQueueError):
     The worker fails the job as permanent: it goes straight to the dead-letter queue
     whatever attempts are left. Any other exception counts as transient and is retried.
     """
+
+
+MAX_RETRY_AFTER_S = 43_200.0
+"""Longest wait a :class:`RetryAfterError` can impose, in seconds (12 hours).
+
+A longer ``Retry-After`` is clamped to this when the retry is scheduled: a misconfigured
+server (or a date a year ahead) must not park a job out of sight for a year. 12 hours is
+the longest SQS lets a message stay invisible (``ChangeMessageVisibility``).
+"""
+
+
+class RetryAfterError(JobQueueError):
+    """Raised by a handler when the dependency said when to try again (a 429 or 503 with ``Retry-After``).
+
+    A transient failure: the attempt counts, and the job is dead-lettered on its last
+    attempt as after any failure; but its next attempt is scheduled ``retry_after_s``
+    seconds after the failure instead of after the job's backoff (at most
+    :data:`MAX_RETRY_AFTER_S`, longer waits are clamped). The server knows its own load
+    better than the backoff guesses it. Build it from the header with
+    :func:`jobqueue.failures.parse_retry_after`::
+
+        if response.status in (429, 503) and "Retry-After" in response.headers:
+            raise RetryAfterError(parse_retry_after(response.headers["Retry-After"]), "rate limited")
+
+    Args:
+        retry_after_s: seconds to wait before the next attempt (a finite number >= 0).
+        reason: what the dependency answered, for the job's ``last_error``.
+
+    Raises:
+        InvalidSettingError: naming the value, if ``retry_after_s`` is not a finite
+            number of seconds >= 0.
+
+    Introduced in lesson 15.
+    """
+
+    def __init__(self, retry_after_s: float, reason: str = "the dependency asked to wait") -> None:
+        if (
+            isinstance(retry_after_s, bool)
+            or not isinstance(retry_after_s, int | float)
+            or not (math.isfinite(retry_after_s) and retry_after_s >= 0)
+        ):
+            raise InvalidSettingError(
+                f"retry_after_s must be a finite number of seconds >= 0, got {retry_after_s!r}"
+            )
+        super().__init__(f"{reason}: try again after {retry_after_s:g} s")
+        self.retry_after_s = float(retry_after_s)
+        self.reason = reason
+
+
+class CircuitOpenError(JobQueueError):
+    """A call was refused because the circuit breaker of its dependency is open.
+
+    Raised by :class:`~jobqueue.breaker.CircuitBreaker` instead of calling the
+    dependency. Nothing was sent, so retrying before ``retry_at_s`` cannot help. A
+    :class:`~jobqueue.worker.Worker` whose handler raises it does not fail the job: it
+    gives the job back to wait until ``retry_at_s`` without spending an attempt (the
+    event's outcome is ``"deferred"``), so an outage of one dependency does not push its
+    jobs into the dead-letter queue.
+
+    Attributes:
+        dependency: the breaker's name, e.g. ``"mail provider"``.
+        retry_at_s: the clock time (seconds) from which the breaker lets a trial call
+            through; a job should wait until then, without spending an attempt.
+
+    Introduced in lesson 15.
+    """
+
+    def __init__(self, dependency: str, retry_at_s: float) -> None:
+        super().__init__(f"circuit open for {dependency!r}: try again at t={retry_at_s:g}s")
+        self.dependency = dependency
+        self.retry_at_s = retry_at_s
+
+    def retry_after_s(self, now_s: float) -> float:
+        """Seconds from ``now_s`` until ``retry_at_s`` (0 if that time has come)."""
+        return max(0.0, self.retry_at_s - now_s)
 
 
 class JobTimeoutError(JobQueueError, TimeoutError):

@@ -7,14 +7,30 @@ everything else, timeouts, connection errors, 5xx answers, 408 and 429 among the
 unsure, call it transient: the job's attempt limit still ends the loop, while a wrong
 "permanent" drops a job that would have succeeded.
 
-Introduced in lesson 05.
+When to retry: :func:`retry_delay_s` is the one place every queue's ``fail`` asks, the
+backoff's delay or, for a :class:`RetryAfterError`, the wait the dependency asked for;
+:func:`parse_retry_after` reads that wait from an HTTP ``Retry-After`` header.
+
+Introduced in lesson 05; ``Retry-After`` in lesson 15.
 """
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Literal
 
-from jobqueue.errors import InvalidSettingError, PayloadError, PermanentJobError, UnknownJobTypeError
+from jobqueue.backoff import RandomFn
+from jobqueue.errors import (
+    MAX_RETRY_AFTER_S,
+    InvalidSettingError,
+    PayloadError,
+    PermanentJobError,
+    RetryAfterError,
+    UnknownJobTypeError,
+)
+from jobqueue.job import Job
 
 Verdict = Literal["permanent", "transient"]
 
@@ -64,3 +80,78 @@ def classify_exception(error: BaseException) -> Verdict:
         return classify_status(status)
     permanent = (PermanentJobError, PayloadError, UnknownJobTypeError)
     return "permanent" if isinstance(error, permanent) else "transient"
+
+
+_DELAY_SECONDS = re.compile(r"[0-9]+")
+"""RFC 9110's ``delay-seconds``: one or more ASCII digits, nothing else (no sign, no dot)."""
+
+
+def parse_retry_after(value: str, *, now: datetime | None = None) -> float:
+    """Seconds to wait, read from an HTTP ``Retry-After`` header value (RFC 9110, section 10.2.3).
+
+    Both forms of the header are read:
+
+    - ``delay-seconds``, e.g. ``"120"``: that many seconds;
+    - an ``HTTP-date``, e.g. ``"Sun, 06 Nov 1994 08:49:37 GMT"`` (the two obsolete date
+      forms too): the seconds from ``now`` until then, 0 if it has passed. A date needs
+      ``now``, the wall-clock time the answer came (the response's ``Date`` header is the
+      best choice, since the date is on the server's clock); the queue's clock cannot
+      stand in, as a :class:`~jobqueue.ManualClock` does not read calendar time.
+
+    Args:
+        value: the header's value; whitespace around it is ignored.
+        now: a timezone-aware :class:`~datetime.datetime`, needed for the date form only.
+
+    Returns:
+        Seconds (float >= 0), for :class:`~jobqueue.errors.RetryAfterError`. Not clamped
+        here: the queue clamps the wait to :data:`~jobqueue.errors.MAX_RETRY_AFTER_S`.
+
+    Raises:
+        InvalidSettingError: naming the value, if it is neither form (``"-5"``, ``"1.5"``,
+            ``""``), or it is a date and ``now`` is missing or has no timezone.
+
+    Introduced in lesson 15.
+    """
+    if not isinstance(value, str):
+        raise InvalidSettingError(f"a Retry-After value must be a str, got {value!r}")
+    text = value.strip()
+    if _DELAY_SECONDS.fullmatch(text):
+        return float(int(text))
+    try:
+        when = parsedate_to_datetime(text)
+    except (ValueError, TypeError, IndexError):
+        raise InvalidSettingError(
+            f"Retry-After must be a number of seconds or an HTTP-date, got {value!r}"
+        ) from None
+    if now is None or now.tzinfo is None:
+        raise InvalidSettingError(
+            f"Retry-After {value!r} is a date: pass now= as a timezone-aware datetime (the"
+            f" response's Date), got {now!r}"
+        )
+    if when.tzinfo is None:  # the asctime form carries no zone; HTTP-dates are in UTC
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def retry_delay_s(job: Job, error: BaseException | str, random: RandomFn) -> float:
+    """Seconds from now until a failed job's next attempt; every queue's ``fail`` asks here.
+
+    Args:
+        job: the job as leased, ``attempts`` counting the attempt that failed.
+        error: what the attempt raised (or a message).
+        random: the queue's source of jitter for the backoff.
+
+    Returns:
+        For a :class:`~jobqueue.errors.RetryAfterError`, its ``retry_after_s``, clamped to
+        :data:`~jobqueue.errors.MAX_RETRY_AFTER_S` (the dependency's word replaces the
+        backoff, even when shorter: it knows when it will take calls again); for anything
+        else ``job.backoff.delay_s(job.attempts, random)``.
+
+    Raises:
+        InvalidSettingError: if ``random()`` returns a value outside ``[0, 1]``.
+
+    Introduced in lesson 15.
+    """
+    if isinstance(error, RetryAfterError):
+        return min(error.retry_after_s, MAX_RETRY_AFTER_S)
+    return job.backoff.delay_s(job.attempts, random)

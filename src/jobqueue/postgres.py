@@ -63,6 +63,7 @@ from jobqueue.errors import (
     QueueUnavailableError,
     describe_failure,
 )
+from jobqueue.failures import retry_delay_s
 from jobqueue.job import (
     DeadLetter,
     Job,
@@ -75,7 +76,7 @@ from jobqueue.job import (
     check_retry,
 )
 from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics, bucket, check_window
-from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, check_ids, stale_lease
+from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, check_delay_s, check_ids, stale_lease
 
 P = TypeVar("P")
 
@@ -342,7 +343,7 @@ class PostgresQueue:
         return stale
 
     def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
-        """Record a failed attempt: retry after the backoff, or dead; see :meth:`JobQueue.fail`.
+        """Record a failed attempt: retry after a delay, or dead; see :meth:`JobQueue.fail`.
 
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
@@ -358,7 +359,7 @@ class PostgresQueue:
                 changed = con.execute(SQL["bury"], held | {"now": now}).fetchall()
                 outcome = "dead"
             else:
-                run_at = now + job.backoff.delay_s(job.attempts, self._random)
+                run_at = now + retry_delay_s(job, error, self._random)
                 changed = con.execute(SQL["retry"], held | {"run_at": run_at}).fetchall()
                 outcome = "retry"
             if not changed:  # claimed again between the two statements
@@ -383,15 +384,17 @@ class PostgresQueue:
                 self._check_holder(con, lease)
         return Lease(job=_job(rows[0]), token=lease.token)
 
-    def release(self, lease: Lease) -> Job:
-        """Give a claimed job back unrun, due now, the attempt not counted; see :meth:`JobQueue.release`.
+    def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job:
+        """Give a claimed job back unrun, due in ``delay_s``; see :meth:`JobQueue.release`.
 
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease.
+            InvalidSettingError: if ``delay_s`` is not a finite number >= 0.
         """
+        run_at = self.clock.now() + check_delay_s(delay_s)
         with self._connection() as con:
             rows = con.execute(
-                SQL["release"], {"now": self.clock.now(), "id": lease.job.id, "token": lease.token}
+                SQL["release"], {"run_at": run_at, "id": lease.job.id, "token": lease.token}
             ).fetchall()
             if not rows:
                 self._check_holder(con, lease)

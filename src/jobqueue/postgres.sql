@@ -148,7 +148,7 @@ RETURNING {job_columns};
 
 -- name: release
 UPDATE jobqueue_jobs
-SET attempts = attempts - 1, run_at = %(now)s, visible_at = %(now)s, leased_until = NULL,
+SET attempts = attempts - 1, run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL,
     leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial')
 WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
 RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import random as _random
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -28,6 +29,7 @@ from typing import Literal, Protocol, TypeVar
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock
 from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, StaleLeaseError, describe_failure
+from jobqueue.failures import retry_delay_s
 from jobqueue.job import (
     DeadLetter,
     Job,
@@ -87,13 +89,13 @@ class Queue(Protocol):
         """Ack every lease still held; return the stale ones."""
 
     def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
-        """Record a failed attempt: ``"retry"`` after the backoff, or ``"dead"``."""
+        """Record a failed attempt: ``"retry"`` after the backoff (or Retry-After), or ``"dead"``."""
 
     def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
         """Push a lease's end to ``now + by_s`` seconds (heartbeat)."""
 
-    def release(self, lease: Lease) -> Job:
-        """Give a claimed job back unrun, due now, the attempt not counted."""
+    def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job:
+        """Give a claimed job back unrun, due after ``delay_s`` seconds, the attempt not counted."""
 
     def replay(self, job_id: str) -> Job:
         """Move a dead job back to waiting with a fresh attempt budget."""
@@ -293,8 +295,11 @@ class JobQueue:
 
         Returns:
             ``"retry"``: waiting again, claimable after ``backoff.delay_s(attempts)``
-            seconds; ``"dead"``: moved to the dead-letter queue (permanent, or its last
-            attempt).
+            seconds, or after the error's ``retry_after_s`` if it is a
+            :class:`~jobqueue.errors.RetryAfterError` (at most
+            :data:`~jobqueue.errors.MAX_RETRY_AFTER_S`; see
+            :func:`jobqueue.failures.retry_delay_s`); ``"dead"``: moved to the dead-letter
+            queue (permanent, or its last attempt, whatever the error).
 
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
@@ -311,7 +316,7 @@ class JobQueue:
             self._bury(failed, now)
             self._outcomes.record(now, failed=True)
             return "dead"
-        run_at = now + job.backoff.delay_s(job.attempts, self._random)  # may raise: change nothing before
+        run_at = now + retry_delay_s(job, error, self._random)  # may raise: change nothing before
         del self._tokens[job.id]
         self._store(replace(failed, run_at=run_at))
         self._outcomes.record(now, failed=True)
@@ -341,15 +346,22 @@ class JobQueue:
         self._store(extended)
         return Lease(job=extended, token=lease.token)
 
-    def release(self, lease: Lease) -> Job:
-        """Give a claimed job back unrun: waiting again, due now, the attempt not counted.
+    def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job:
+        """Give a claimed job back unrun: waiting again, due after ``delay_s``, the attempt not counted.
 
         For a worker that shuts down before it could run (or finish) the job: unlike a
         failure this uses up no attempt and waits out no backoff, and unlike a crash the
         next worker need not wait for the lease to run out (as SQS
         ``ChangeMessageVisibility`` to 0, or Sidekiq's push-back on shutdown). A handler
         that was interrupted may have done part of its work, which at-least-once delivery
-        already allows for.
+        already allows for. With ``delay_s``, for a job that could not run yet: the worker
+        defers a job whose dependency's circuit breaker is open until the breaker lets a
+        trial through (SQS ``ChangeMessageVisibility`` to that many seconds).
+
+        Args:
+            lease: what :meth:`claim` returned.
+            delay_s: seconds from now until the job is due again (a finite number >= 0;
+                default 0, due at once).
 
         Returns:
             The job's record, waiting again.
@@ -357,14 +369,15 @@ class JobQueue:
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
+            InvalidSettingError: if ``delay_s`` is not a finite number >= 0; nothing
+                changes.
 
-        Introduced in lesson 11.
+        Introduced in lesson 11; ``delay_s`` in lesson 15.
         """
+        run_at = self.clock.now() + check_delay_s(delay_s)
         self._check_holder(lease)
         job = self._jobs[lease.job.id]
-        given_back = replace(
-            job, attempts=job.attempts - 1, run_at=self.clock.now(), leased_until=None, leased_at=None
-        )
+        given_back = replace(job, attempts=job.attempts - 1, run_at=run_at, leased_until=None, leased_at=None)
         del self._tokens[job.id]
         self._store(given_back)
         return given_back
@@ -551,6 +564,21 @@ def stale_lease(lease: Lease, job: Job | None, current: str | None) -> StaleLeas
     return StaleLeaseError(
         f"lease {lease.token} on job {job_id!r} (attempt {lease.job.attempts}) is stale: the job is {held}"
     )
+
+
+def check_delay_s(delay_s: float) -> float:
+    """Return ``delay_s`` if it is a finite number of seconds >= 0; every queue's ``release`` calls it.
+
+    Raises:
+        InvalidSettingError: naming the bad value.
+    """
+    if (
+        isinstance(delay_s, bool)
+        or not isinstance(delay_s, int | float)
+        or not (math.isfinite(delay_s) and delay_s >= 0)
+    ):
+        raise InvalidSettingError(f"delay_s must be a finite number of seconds >= 0, got {delay_s!r}")
+    return float(delay_s)
 
 
 def check_ids(ids: Sequence[str] | None, payloads: Sequence[object]) -> Sequence[str] | None:

@@ -19,8 +19,15 @@ timeout is not handed to a second worker. A worker that finds its lease lost (th
 was claimed again after the lease ran out) neither acks nor fails it: it records a
 ``"stale"`` event instead.
 
+A handler that raises :class:`~jobqueue.errors.CircuitOpenError` (its dependency's
+:class:`~jobqueue.breaker.CircuitBreaker` is open) never called the dependency: the
+worker gives the job back to wait until the breaker's ``retry_at_s`` without spending an
+attempt (a ``"deferred"`` event), instead of failing it. A handler that raises
+:class:`~jobqueue.errors.RetryAfterError` fails the attempt as usual, but its retry is
+due when the dependency asked, not after the backoff.
+
 Introduced in lesson 04; the heartbeat, the time limit and :meth:`Worker.run_until` in
-lesson 06.
+lesson 06; deferral on an open circuit breaker in lesson 15.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from typing import Any, Literal, TypeVar
 
 from jobqueue.clock import SleepingClock
 from jobqueue.errors import (
+    CircuitOpenError,
     HandlerCancelledError,
     InvalidSettingError,
     JobTimeoutError,
@@ -58,9 +66,10 @@ Five minutes, as arq's default ``job_timeout`` (RQ's is 180 s). A job type that 
 longer by design sets its own :attr:`~jobqueue.job.JobType.timeout_s`.
 """
 
-Outcome = Literal["done", "retry", "dead", "stale", "released"]
+Outcome = Literal["done", "retry", "dead", "stale", "released", "deferred"]
 """What became of an attempt; ``"stale"``: the lease was lost, so it was neither acked nor
-failed; ``"released"``: given back unfinished at shutdown (:meth:`JobQueue.release`)."""
+failed; ``"released"``: given back unfinished at shutdown (:meth:`JobQueue.release`);
+``"deferred"``: given back to wait for an open circuit breaker, the attempt not counted."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,14 +81,19 @@ class JobEvent:
         job_id, job_type, attempt: which job and which attempt (1-based).
         outcome: ``"done"`` (acked), ``"retry"`` (waiting to run again), ``"dead"``,
             ``"stale"`` (the worker lost its lease while the handler ran, so the queue
-            would not take its ack or fail; the job belongs to another attempt now), or
+            would not take its ack or fail; the job belongs to another attempt now),
             ``"released"`` (given back unfinished when a :class:`~jobqueue.runner.Runner`
-            shut down; the attempt does not count).
+            shut down; the attempt does not count), or ``"deferred"`` (the handler
+            raised :class:`~jobqueue.errors.CircuitOpenError`: given back to wait for the
+            breaker's trial time; the attempt does not count).
         error: the failure as ``"ErrorClass: message"`` (for ``"stale"``, the
-            :class:`~jobqueue.errors.StaleLeaseError`), or ``None`` when done.
-        retry_at: for a retry, when the job becomes claimable again (seconds).
+            :class:`~jobqueue.errors.StaleLeaseError`; for ``"deferred"``, the
+            :class:`~jobqueue.errors.CircuitOpenError`), or ``None`` when done.
+        retry_at: for a retry or a deferral, when the job becomes claimable again
+            (seconds).
 
-    Introduced in lesson 04; ``"stale"`` in lesson 06; ``"released"`` in lesson 11.
+    Introduced in lesson 04; ``"stale"`` in lesson 06; ``"released"`` in lesson 11;
+    ``"deferred"`` in lesson 15.
     """
 
     at: float
@@ -105,6 +119,9 @@ class JobEvent:
             return f"{head} lease lost, not acked ({self.error})"
         if self.outcome == "released":
             return f"{head} given back unfinished at shutdown"
+        if self.outcome == "deferred":
+            assert self.retry_at is not None  # a deferral always has its time
+            return f"{head} deferred to {when(self.retry_at)}, attempt not counted ({self.error})"
         return f"{head} dead ({self.error})"
 
 
@@ -283,7 +300,7 @@ class Worker:
 
     def record(self, lease: Lease, outcome: Outcome, error: BaseException | None = None) -> JobEvent:
         """Record (and report to ``on_event``) what became of the attempt held by ``lease``."""
-        retried = self.queue.get(lease.job.id) if outcome == "retry" else None
+        retried = self.queue.get(lease.job.id) if outcome in ("retry", "deferred") else None
         event = JobEvent(
             at=self.queue.clock.now(),
             job_id=lease.job.id,
@@ -408,10 +425,12 @@ class Worker:
         then()
 
     def _finish(self, attempt: Attempt, *, acked: bool) -> tuple[Outcome, BaseException | None]:
-        """Ack (unless ``acked`` already) or fail ``attempt``, unless its lease is stale.
+        """Ack (unless ``acked`` already), defer or fail ``attempt``, unless its lease is stale.
 
         A success a batch ack refused is acked once more on its own: that changes nothing
-        and raises the queue's StaleLeaseError, which says why.
+        and raises the queue's StaleLeaseError, which says why. A
+        :class:`~jobqueue.errors.CircuitOpenError` is not a failure of the job: it is
+        released until the breaker's ``retry_at_s``, the attempt not counted.
         """
         lease, error = attempt.lease, attempt.error
         if attempt.lost is not None:
@@ -421,6 +440,9 @@ class Worker:
                 if not acked:
                     self.queue.ack(lease)
                 return "done", None
+            if isinstance(error, CircuitOpenError):
+                self.queue.release(lease, delay_s=error.retry_after_s(self.queue.clock.now()))
+                return "deferred", error
             return self.queue.fail(lease, error, permanent=attempt.permanent), error
         except StaleLeaseError as stale:
             return "stale", stale

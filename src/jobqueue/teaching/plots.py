@@ -179,14 +179,18 @@ OUTCOME_STYLE: dict[str, tuple[str, str]] = {
     "retry": ("X", "tab:orange"),
     "dead": ("X", "tab:red"),
     "stale": ("s", "tab:grey"),
+    "released": ("v", "tab:purple"),
+    "deferred": ("D", "tab:blue"),
 }
-"""Marker and colour of an attempt's end on a timeline, by outcome."""
+"""Marker and colour of an attempt's end on a timeline, for every :data:`~jobqueue.worker.Outcome`."""
 
 OUTCOME_LABELS: dict[str, str] = {
     "done": "done",
     "retry": "failed, retried later",
     "dead": "failed, dead",
     "stale": "lease lost, not acked",
+    "released": "given back at shutdown",
+    "deferred": "deferred, circuit open",
 }
 """Legend label of each outcome on a timeline."""
 

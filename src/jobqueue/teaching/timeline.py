@@ -31,8 +31,9 @@ class AttemptMark:
         attempt: the attempt number (1-based; a replayed job counts from 1 again).
         started_at: when it started, if known (``None`` otherwise).
         ended_at: when it ended (:attr:`JobEvent.at`).
-        outcome: ``"done"``, ``"retry"``, ``"dead"`` or ``"stale"`` (lease lost, not acked).
-        retry_at: for a retry, when the job was due again.
+        outcome: ``"done"``, ``"retry"``, ``"dead"``, ``"stale"`` (lease lost, not acked),
+            ``"released"`` or ``"deferred"`` (see :data:`~jobqueue.worker.Outcome`).
+        retry_at: for a retry or a deferral, when the job was due again.
     """
 
     attempt: int
