@@ -2,10 +2,11 @@
 
 :func:`queue_state_machine` builds a hypothesis ``RuleBasedStateMachine`` that drives a
 queue through random runs of enqueue, claim, ack, fail (transient and permanent), release
-(a worker gives its job back unrun at shutdown, lesson 11), crash (a worker drops its
-lease without acking), advance (the manual clock) and replay, next to a small model of
-what each job should be. A release must leave the job waiting, due now, with the
-released attempt not counted. After every step it checks the invariants:
+(a worker gives its job back unrun at shutdown, lesson 11, or defers it for an open
+circuit breaker with ``delay_s``, lesson 15), crash (a worker drops its lease without
+acking), advance (the manual clock) and replay, next to a small model of what each job
+should be. A release must leave the job waiting, due after its ``delay_s`` (now if 0),
+with the released attempt not counted. After every step it checks the invariants:
 
 - no job is lost: every id ever enqueued is waiting, leased, done (acked) or dead, and
   the queue agrees with the model on which;
@@ -45,6 +46,7 @@ from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
 
 IDS = ("receipt-1001", "receipt-1002", "receipt-1003")
 STEPS_S = (0.001, 0.5, 1.0, 2.0, 4.0, 29.999, 30.0)
+RELEASE_DELAYS_S = (0.0, 0.0, 3.0)  # mostly a shutdown's release, now and then a deferral
 
 State = Literal["waiting", "leased", "done", "dead"]
 
@@ -62,7 +64,7 @@ class QueueUnderTest(Protocol):
 
     def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> str: ...
 
-    def release(self, lease: Lease) -> Job: ...
+    def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job: ...
 
     def replay(self, job_id: str) -> Job: ...
 
@@ -187,17 +189,17 @@ def queue_state_machine(
         def fail_permanent(self, lease: Lease) -> None:
             self._fail(lease, permanent=True)
 
-        @rule(lease=leases)
-        def release(self, lease: Lease) -> None:
+        @rule(lease=leases, delay_s=st.sampled_from(RELEASE_DELAYS_S))
+        def release(self, lease: Lease, delay_s: float) -> None:
             released: list[Job] = []
-            if self._refused(lease, lambda held: released.append(self.queue.release(held))):
+            if self._refused(lease, lambda held: released.append(self.queue.release(held, delay_s=delay_s))):
                 return
-            now = self.clock.now()
+            due = self.clock.now() + delay_s
             attempts = lease.job.attempts - 1
             [job] = released
-            assert (job.id, job.attempts, job.run_at, job.leased_until) == (lease.job.id, attempts, now, None)
-            assert job.visible_at() == now, "a released job is due at once"
-            self.model.jobs[job.id] = ModelJob(attempts=attempts, visible_at=now)  # waiting; token dead
+            assert (job.id, job.attempts, job.run_at, job.leased_until) == (lease.job.id, attempts, due, None)
+            assert job.visible_at() == due, "a released job is due after its delay_s"
+            self.model.jobs[job.id] = ModelJob(attempts=attempts, visible_at=due)  # waiting; token dead
 
         @rule(lease=leases)
         def crash(self, lease: Lease) -> None:
