@@ -9,6 +9,8 @@ handler is a failure whose retry comes when the dependency asked. All on a manua
 """
 
 import asyncio
+import math
+import re
 from dataclasses import dataclass
 from typing import get_args
 
@@ -18,6 +20,7 @@ from jobqueue import (
     Backoff,
     CircuitBreaker,
     CircuitOpenError,
+    InvalidSettingError,
     JobEvent,
     JobQueue,
     JobType,
@@ -173,3 +176,9 @@ def test_a_handlers_retry_after_schedules_its_retry_when_asked() -> None:
 @pytest.mark.parametrize("outcome", get_args(Outcome))
 def test_every_outcome_can_be_drawn_on_a_timeline(outcome: str) -> None:
     assert outcome in OUTCOME_STYLE and outcome in OUTCOME_LABELS
+
+
+@pytest.mark.parametrize("bad", [math.inf, math.nan, True, "30"])
+def test_a_circuit_open_error_needs_a_finite_time(bad: object) -> None:
+    with pytest.raises(InvalidSettingError, match=re.escape(repr(bad))):
+        CircuitOpenError("mail provider", bad)  # type: ignore[arg-type]

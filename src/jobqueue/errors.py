@@ -127,10 +127,20 @@ class CircuitOpenError(JobQueueError):
         retry_at_s: the clock time (seconds) from which the breaker lets a trial call
             through; a job should wait until then, without spending an attempt.
 
+    Raises:
+        InvalidSettingError: naming the value, if ``retry_at_s`` is not a finite number
+            (a worker could not schedule the job then).
+
     Introduced in lesson 15.
     """
 
     def __init__(self, dependency: str, retry_at_s: float) -> None:
+        if (
+            isinstance(retry_at_s, bool)
+            or not isinstance(retry_at_s, int | float)
+            or not math.isfinite(retry_at_s)
+        ):
+            raise InvalidSettingError(f"retry_at_s must be a finite time in seconds, got {retry_at_s!r}")
         super().__init__(f"circuit open for {dependency!r}: try again at t={retry_at_s:g}s")
         self.dependency = dependency
         self.retry_at_s = retry_at_s

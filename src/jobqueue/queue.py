@@ -12,7 +12,8 @@ Everything is kept in this process's memory and lost when it ends; :class:`Queue
 interface it shares with :class:`jobqueue.durable.DurableQueue`, which keeps jobs in a
 DuckDB file.
 
-Introduced in lesson 03; batches, ``release`` and ``metrics`` in lesson 11.
+Introduced in lesson 03; batches, ``release`` and ``metrics`` in lesson 11; ``Retry-After``
+and ``release(delay_s=...)`` in lesson 15.
 """
 
 from __future__ import annotations
