@@ -28,7 +28,9 @@ is written (see :data:`DESIGNS` and :func:`handle`).
 Worker processes are forked from a ``multiprocessing`` fork server that imported this
 module (and the PostgreSQL backend) once: a fresh interpreter per life would spend most
 of the lab's time importing. Each life is still a process of its own, with its own
-connections, killed by PID.
+connections, killed by PID. As with any ``multiprocessing`` code, a script (not a
+notebook) must call the runs under ``if __name__ == "__main__":``, since each new
+process imports the script's main module.
 
 Course helper only. Introduced in lesson 16.
 """
@@ -136,7 +138,7 @@ def handle(design: Design, queue: Queue, effects: db.Connection, lease: Lease, h
         queue.ack(lease)
 
 
-def life(design: Design, folder: Path, number: int, drain: bool, ready: Pipe) -> None:
+def life(design: Design, folder: Path, number: int, *, drain: bool, ready: Pipe) -> None:
     """One life of a worker process: produce and handle jobs until killed (or, drain: until empty).
 
     Says ``"ready"`` on ``ready`` once the queue and the effects table are open.
@@ -184,9 +186,9 @@ def run_chaos(design: Design, folder: Path | str, *, kills: int = 4, seed: int =
     root = _check_run("run_chaos", design, folder, kills=kills)
     rng = random_module.Random(seed)
     for number in range(kills):
-        child = _start(life, design, root, number, False)
+        child = _start(life, design, root, number, drain=False)
         _kill_at_work(child, root / f"{_life_name(number)}{SUFFIX}", rng)
-    _join(_start(life, design, root, kills, True))
+    _join(_start(life, design, root, kills, drain=True))
     with DurableQueue(root / QUEUE_FILE) as queue, closing(db.connect(root / EFFECTS_FILE)) as effects:
         return _report(root, queue, effects)
 
@@ -257,7 +259,7 @@ def run_chaos_postgres(
         return _report(root, queue, effects)
 
 
-def postgres_life(design: Design, url: str, folder: Path, name: str, ready: Pipe) -> None:
+def postgres_life(design: Design, url: str, folder: Path, name: str, *, ready: Pipe) -> None:
     """One life of a worker process of :func:`run_chaos_postgres`: handle jobs until killed.
 
     Once :data:`DRAIN_FILE` exists in ``folder``, it exits when the queue is empty (no
@@ -424,11 +426,11 @@ def _report(folder: Path, queue: Queue, effects: db.Connection) -> HistoryReport
 _PROCESSES = multiprocessing.get_context("forkserver")
 
 
-def _start(target: Callable[..., None], *args: Any) -> BaseProcess:
-    """Start ``target(*args, ready)`` in a forked process; return once it says it is ready."""
+def _start(target: Callable[..., None], *args: Any, **kwargs: Any) -> BaseProcess:
+    """Start ``target(*args, **kwargs, ready=pipe)`` in a forked process; return once it is ready."""
     _PROCESSES.set_forkserver_preload([__name__, "jobqueue.postgres"])  # a missing psycopg is skipped
     receive, send = _PROCESSES.Pipe(duplex=False)
-    process = _PROCESSES.Process(target=target, args=(*args, send), daemon=True)
+    process = _PROCESSES.Process(target=target, args=args, kwargs={**kwargs, "ready": send}, daemon=True)
     process.start()
     send.close()
     with receive:
