@@ -1,4 +1,4 @@
-"""The chaos lab: real worker processes killed with SIGKILL (about 10-20 s for the file)."""
+"""The chaos lab: real worker processes killed with SIGKILL (about 5-10 s for the file, 3 s on PostgreSQL)."""
 
 from functools import partial
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 
 from jobqueue import InvalidSettingError, Lease, ManualClock, idempotency
 from jobqueue.teaching import chaos
-from jobqueue.teaching.chaos import Step, run_chaos, run_designs
+from jobqueue.teaching.chaos import Step, run_chaos, run_chaos_postgres, run_designs
 
 
 def test_each_design_keeps_its_promise_when_workers_are_killed(tmp_path: Path) -> None:
@@ -20,6 +20,32 @@ def test_each_design_keeps_its_promise_when_workers_are_killed(tmp_path: Path) -
     assert reports["at-least-once"].lost == ()
     assert reports["at-most-once"].ran_twice == ()
     assert reports["at-most-once"].effects_twice == ()
+
+
+def test_several_workers_on_postgres_lose_nothing_and_apply_no_effect_twice(
+    pg_conninfo: str, tmp_path: Path
+) -> None:
+    report = run_chaos_postgres(pg_conninfo, tmp_path, workers=3, kills=4, seed=7)
+    assert (report.lost, report.effects_twice) == ((), ())
+    assert report.ran_twice, "the kills hit running jobs, so the zeros mean something"
+    assert report.finished == report.enqueued == report.effects > 0
+
+
+def test_without_process_once_the_postgres_run_applies_effects_twice(
+    pg_conninfo: str, tmp_path: Path
+) -> None:
+    report = run_chaos_postgres(pg_conninfo, tmp_path, "at-least-once", workers=2, kills=2, seed=3)
+    assert report.lost == ()
+    assert report.effects_twice, "a job killed after its effect books it again when it is redelivered"
+
+
+def test_run_chaos_postgres_checks_its_settings(tmp_path: Path) -> None:
+    url = "postgresql://nobody@/unused"  # refused before any connection
+    with pytest.raises(InvalidSettingError, match="workers must be an int >= 1, got 0"):
+        run_chaos_postgres(url, tmp_path, workers=0)
+    (tmp_path / "left-over").write_text("x")
+    with pytest.raises(InvalidSettingError, match="run_chaos_postgres needs a fresh folder"):
+        run_chaos_postgres(url, tmp_path)
 
 
 def test_run_chaos_wants_a_fresh_folder_and_sane_settings(tmp_path: Path) -> None:

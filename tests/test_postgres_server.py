@@ -64,3 +64,20 @@ def test_with_database_keeps_the_server_and_changes_the_database() -> None:
 
     other = postgres_server.with_database("host=db port=5433 dbname=shop", "other")
     assert conninfo_to_dict(other) == {"host": "db", "port": "5433", "dbname": "other"}
+
+
+def test_scratch_database_is_fresh_and_dropped_afterwards(pg_url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    name = f"scratch_{os.getpid()}"
+    with psycopg.connect(postgres_server.with_database(pg_url, "postgres"), autocommit=True) as admin:
+        # a database left over from a kernel that died
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        with psycopg.connect(postgres_server.with_database(pg_url, name), autocommit=True) as old:
+            old.execute("CREATE TABLE stale (n int)")
+        with postgres_server.scratch_database(name) as url, psycopg.connect(url) as con:
+            tables = con.execute("SELECT count(*) FROM pg_tables WHERE tablename = 'stale'").fetchone()
+            assert tables == (0,), "the left-over database was replaced by an empty one"
+        exists = admin.execute("SELECT count(*) FROM pg_database WHERE datname = %s", [name]).fetchone()
+    assert exists == (0,)

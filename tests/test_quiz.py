@@ -62,6 +62,14 @@ def test_bank_ships_with_the_package_and_has_enough_questions_of_every_kind() ->
     assert all(lessons[n] >= 2 for n in range(12)), f"every lesson 00-11 has questions: {lessons}"
 
 
+def test_the_later_lessons_have_their_share_of_the_bank() -> None:
+    assert len(BANK) >= 55
+    assert sum(q.lesson == 13 for q in BANK) >= 3, "PostgreSQL: SKIP LOCKED, the outbox, NOTIFY, leases"
+    for lesson in (14, 15, 16):
+        kinds = Counter(q.kind for q in BANK if q.lesson == lesson)
+        assert sum(kinds.values()) >= 4 and set(kinds) == set(KINDS), f"lesson {lesson}: {kinds}"
+
+
 @pytest.mark.parametrize("question", BANK, ids=ids)
 def test_every_question_explains_its_answer(question: Question) -> None:
     assert question.explanation.strip() and question.prompt.strip()
@@ -295,7 +303,9 @@ def test_the_widget_grades_with_the_same_logic_and_redraws() -> None:
         assert {"quiz-question", f"quiz-question-{number}", f"quiz-id-{q.id}", f"quiz-kind-{q.kind}"} <= set(
             box._dom_classes
         )
-    assert widget.verdict.value == "" and widget.answers()[0] in (None, "")
+    first = quiz.questions[0]
+    blank = first.starter if first.kind == "code" else ""  # a code answer starts from the starter
+    assert widget.verdict.value == "" and widget.answers()[0] in (None, blank)
 
     for field, q in zip(widget.inputs, quiz.questions[:4], strict=False):
         field.value = right(q)

@@ -2,16 +2,20 @@
 
 :func:`run_chaos` runs one *design* of a worker against a durable queue in a folder:
 
-1. it starts a worker process (``python -m jobqueue.teaching.chaos life ...``), which opens
-   the queue file (:class:`~jobqueue.DurableQueue`) and an effects database, and loops:
-   enqueue one new job (the producer, in the same process, since DuckDB lets one process
-   open a file), claim one, handle it;
+1. it starts a worker process (a *life*), which opens the queue file
+   (:class:`~jobqueue.DurableQueue`) and an effects database, and loops: enqueue one new
+   job (the producer, in the same process, since DuckDB lets one process open a file),
+   claim one, handle it;
 2. once the life has started a seeded number of jobs, and a seeded fraction of a job's
    work later, it kills the process with SIGKILL, wherever it is, and starts the next
    life; the last life is not killed: it produces nothing and runs until
    the queue is empty (jobs whose worker died come back when their lease runs out);
 3. it reads the :class:`~jobqueue.testing.History` every life wrote and the effects table,
    and returns the :func:`~jobqueue.testing.check_history` report.
+
+:func:`run_chaos_postgres` is the same experiment with several worker processes at once
+on one :class:`~jobqueue.postgres.PostgresQueue`, the producer in the calling process,
+and one seeded worker at a time killed and replaced.
 
 :func:`crash_test` is the same experiment in one process, on a manual clock, with
 simulated kills at seeded points of a handler: fast and deterministic, for exercises.
@@ -21,33 +25,41 @@ goes on working for a while (rendering, say), so a kill is likely to land betwee
 effect and the ack. The three designs differ only in where the ack is and how the effect
 is written (see :data:`DESIGNS` and :func:`handle`).
 
+Worker processes are forked from a ``multiprocessing`` fork server that imported this
+module (and the PostgreSQL backend) once: a fresh interpreter per life would spend most
+of the lab's time importing. Each life is still a process of its own, with its own
+connections, killed by PID. As with any ``multiprocessing`` code, a script (not a
+notebook) must call the runs under ``if __name__ == "__main__":``, since each new
+process imports the script's main module.
+
 Course helper only. Introduced in lesson 16.
 """
 
 from __future__ import annotations
 
-import argparse
+import multiprocessing
 import random as random_module
-import signal
-import subprocess
-import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing, suppress
 from dataclasses import dataclass
 from functools import partial
+from multiprocessing.connection import Connection as Pipe
+from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import duckdb
 
 from jobqueue import db, idempotency
 from jobqueue.clock import ManualClock, SystemClock
 from jobqueue.durable import DurableQueue
-from jobqueue.errors import InvalidSettingError
+from jobqueue.errors import InvalidSettingError, StaleLeaseError
 from jobqueue.job import JobType, Lease
-from jobqueue.queue import JobQueue
+from jobqueue.queue import JobQueue, Queue
 from jobqueue.testing import SUFFIX, History, HistoryReport, check_history, read_history
 
 Design = Literal["at-most-once", "at-least-once", "at-least-once + process_once"]
@@ -56,11 +68,15 @@ Design = Literal["at-most-once", "at-least-once", "at-least-once + process_once"
 DESIGNS: tuple[Design, ...] = ("at-most-once", "at-least-once", "at-least-once + process_once")
 """Every design, in the order lesson 16 compares them."""
 
-VISIBILITY_TIMEOUT_S = 0.3
-"""The lease of the lab's queue, in seconds: a dead worker's job comes back this soon."""
+VISIBILITY_TIMEOUT_S = 0.5
+"""The lease of the lab's queues, in seconds: a dead worker's job comes back this soon.
+Longer than :data:`WORK_S`, so that only a killed worker's job is handed out again."""
 
-WORK_S = 0.3
+WORK_S = 0.2
 """How long the handler goes on working after it booked the effect, in seconds."""
+
+PRODUCE_EVERY_S = 0.1
+"""How often the producer of :func:`run_chaos_postgres` enqueues a job, in seconds."""
 
 KILL_AFTER_STARTS = (1, 3)
 """A life is killed once it has started this many jobs (drawn between the two, seeded),
@@ -72,6 +88,10 @@ START_WAIT_S = 60.0
 
 QUEUE_FILE = "queue.db"
 EFFECTS_FILE = "effects.db"
+DRAIN_FILE = "drain"
+"""Created in the folder of :func:`run_chaos_postgres` once the producer has stopped:
+workers then exit as soon as the queue is empty."""
+EFFECTS_TABLE = "CREATE TABLE IF NOT EXISTS effects (job_id VARCHAR NOT NULL)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,14 +105,15 @@ CHAOS = JobType("chaos", ChaosJob)
 """The lab's only job type."""
 
 
-def book_effect(con: duckdb.DuckDBPyConnection, job_id: str) -> None:
-    """The effect: one row in ``effects``, keyed by the job id (a double booking shows)."""
-    con.execute("INSERT INTO effects (job_id) VALUES (?)", [job_id])
+def book_effect(con: db.Connection, job_id: str) -> None:
+    """The effect: one row in ``effects``, keyed by the job id (a double booking shows).
+
+    ``con`` is a DuckDB or a psycopg connection.
+    """
+    db.fetch(con, "INSERT INTO effects (job_id) VALUES (?)", [job_id])
 
 
-def handle(
-    design: Design, queue: DurableQueue, effects: duckdb.DuckDBPyConnection, lease: Lease, history: History
-) -> None:
+def handle(design: Design, queue: Queue, effects: db.Connection, lease: Lease, history: History) -> None:
     """Handle one claimed job the way ``design`` does; every step is recorded in ``history``.
 
     - ``"at-most-once"``: ack first, then work. A crash after the ack loses the job.
@@ -117,17 +138,18 @@ def handle(
         queue.ack(lease)
 
 
-def life(design: Design, folder: Path, number: int, *, drain: bool) -> None:
-    """One life of a worker process: produce and handle jobs until killed (or, drain: until empty)."""
+def life(design: Design, folder: Path, number: int, *, drain: bool, ready: Pipe) -> None:
+    """One life of a worker process: produce and handle jobs until killed (or, drain: until empty).
+
+    Says ``"ready"`` on ``ready`` once the queue and the effects table are open.
+    """
     with (
         DurableQueue(folder / QUEUE_FILE, visibility_timeout_s=VISIBILITY_TIMEOUT_S) as queue,
         History(folder, _life_name(number)) as history,
+        closing(db.connect(folder / EFFECTS_FILE)) as effects,
     ):
-        effects = db.connect(folder / EFFECTS_FILE)
-        with db.transaction(effects):
-            effects.execute("CREATE TABLE IF NOT EXISTS effects (job_id VARCHAR NOT NULL)")
-        idempotency.create_tables(effects)
-        print("ready", flush=True)
+        _create_effects_tables(effects)
+        _say_ready(ready)
         produced = 0
         while True:
             if not drain:
@@ -142,7 +164,6 @@ def life(design: Design, folder: Path, number: int, *, drain: bool) -> None:
                 break
             else:
                 time.sleep(0.02)
-        effects.close()
 
 
 def run_chaos(design: Design, folder: Path | str, *, kills: int = 4, seed: int = 7) -> HistoryReport:
@@ -162,32 +183,120 @@ def run_chaos(design: Design, folder: Path | str, *, kills: int = 4, seed: int =
         InvalidSettingError: if ``folder`` holds files already or ``kills`` < 1.
         RuntimeError: if a life fails to start or the draining life fails.
     """
-    if isinstance(kills, bool) or not isinstance(kills, int) or kills < 1:
-        raise InvalidSettingError(f"kills must be an int >= 1, got {kills!r}")
-    if design not in DESIGNS:
-        raise InvalidSettingError(f"design must be one of {', '.join(DESIGNS)}; got {design!r}")
-    root = Path(folder)
-    if root.exists() and any(root.iterdir()):
-        raise InvalidSettingError(f"run_chaos needs a fresh folder, {str(root)!r} is not empty")
-    root.mkdir(parents=True, exist_ok=True)
+    root = _check_run("run_chaos", design, folder, kills=kills)
     rng = random_module.Random(seed)
     for number in range(kills):
-        child = _start(design, root, number, drain=False)
-        _wait_for_starts(root / f"{_life_name(number)}{SUFFIX}", rng.randint(*KILL_AFTER_STARTS), child)
-        time.sleep(rng.uniform(0.6, 0.9) * WORK_S)  # well into the handler's work
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-    last = _start(design, root, kills, drain=True)
-    if last.wait(timeout=120) != 0:
-        raise RuntimeError(f"the draining life ended with status {last.returncode}")
-    with DurableQueue(root / QUEUE_FILE) as queue:
-        dead = [letter.job.id for letter in queue.dead_letters()]
-    con = db.connect(root / EFFECTS_FILE)
-    try:
-        effects = [row[0] for row in con.execute("SELECT job_id FROM effects").fetchall()]
-    finally:
-        con.close()
-    return check_history(read_history(root), dead=dead, effects=effects)
+        child = _start(life, design, root, number, drain=False)
+        _kill_at_work(child, root / f"{_life_name(number)}{SUFFIX}", rng)
+    _join(_start(life, design, root, kills, drain=True))
+    with DurableQueue(root / QUEUE_FILE) as queue, closing(db.connect(root / EFFECTS_FILE)) as effects:
+        return _report(root, queue, effects)
+
+
+def run_chaos_postgres(
+    url: str,
+    folder: Path | str,
+    design: Design = "at-least-once + process_once",
+    *,
+    workers: int = 3,
+    kills: int = 4,
+    seed: int = 7,
+) -> HistoryReport:
+    """Run ``design`` with ``workers`` processes at once on one PostgreSQL queue, killing ``kills``.
+
+    The queue (:class:`~jobqueue.postgres.PostgresQueue`), the effects table and
+    ``processed_messages`` live in the database at ``url``; the histories in ``folder``.
+    A producer thread of this process enqueues a job every :data:`PRODUCE_EVERY_S`
+    seconds while, ``kills`` times, a seeded worker is killed with SIGKILL once its life
+    has started a seeded number of jobs and a seeded moment later, and a new life takes
+    its place. Then the producer stops and the workers run until the queue is empty.
+
+    Args:
+        url: an empty PostgreSQL database (a URL or a libpq conninfo).
+        folder: an empty or missing folder for the history files.
+        design: one of :data:`DESIGNS`.
+        workers: worker processes running at once (int >= 1).
+        kills: workers killed with SIGKILL (int >= 1).
+        seed: seeds which worker is killed and when (where in the code a kill lands still
+            varies from run to run).
+
+    Returns:
+        The history report (effects read from the effects table).
+
+    Raises:
+        InvalidSettingError: if ``folder`` holds files already, or ``workers`` or ``kills`` < 1.
+        RuntimeError: if a worker fails to start or ends by itself with an error.
+        jobqueue.QueueUnavailableError: if the server at ``url`` cannot be reached.
+    """
+    import psycopg
+
+    from jobqueue.postgres import PostgresQueue
+
+    root = _check_run("run_chaos_postgres", design, folder, kills=kills, workers=workers)
+    with (
+        PostgresQueue(url, visibility_timeout_s=VISIBILITY_TIMEOUT_S) as queue,
+        psycopg.connect(url, autocommit=True) as effects,
+    ):
+        _create_effects_tables(effects)
+        rng = random_module.Random(seed)
+        names = [f"worker-{slot}-life-00" for slot in range(workers)]
+        running = [_start(postgres_life, design, url, root, name) for name in names]
+        stop = threading.Event()
+        producer = threading.Thread(target=_produce, args=(queue, root, stop), daemon=True)
+        producer.start()
+        try:
+            for kill in range(1, kills + 1):
+                slot = rng.randrange(workers)
+                _kill_at_work(running[slot], root / f"{names[slot]}{SUFFIX}", rng)
+                names[slot] = f"worker-{slot}-life-{kill:02d}"
+                running[slot] = _start(postgres_life, design, url, root, names[slot])
+        finally:
+            stop.set()
+            producer.join()
+            (root / DRAIN_FILE).touch()
+        for process in running:
+            _join(process)
+        return _report(root, queue, effects)
+
+
+def postgres_life(design: Design, url: str, folder: Path, name: str, *, ready: Pipe) -> None:
+    """One life of a worker process of :func:`run_chaos_postgres`: handle jobs until killed.
+
+    Once :data:`DRAIN_FILE` exists in ``folder``, it exits when the queue is empty (no
+    job waiting or leased).
+    """
+    import psycopg
+
+    from jobqueue.postgres import PostgresQueue
+
+    with (
+        PostgresQueue(url, visibility_timeout_s=VISIBILITY_TIMEOUT_S) as queue,
+        psycopg.connect(url, autocommit=True) as effects,
+        History(folder, name) as history,
+    ):
+        _say_ready(ready)
+        while True:
+            lease = queue.claim()
+            if lease is not None:
+                # A worker that stalled past its lease (a loaded machine) has its ack refused:
+                # the job's new holder acks it.
+                with suppress(StaleLeaseError):
+                    handle(design, queue, effects, lease, history)
+            elif (folder / DRAIN_FILE).exists() and len(queue) == 0:
+                break
+            else:
+                time.sleep(0.02)
+
+
+def _produce(queue: Queue, folder: Path, stop: threading.Event) -> None:
+    """Enqueue a job every :data:`PRODUCE_EVERY_S` seconds until ``stop`` is set."""
+    with History(folder, "producer") as history:
+        number = 0
+        while not stop.wait(PRODUCE_EVERY_S):
+            job_id = f"job-{number:03d}"
+            queue.enqueue(CHAOS, ChaosJob(number=number), id=job_id)
+            history.enqueued(job_id)  # only now has the producer seen it succeed
+            number += 1
 
 
 def run_designs(
@@ -250,8 +359,7 @@ def crash_test(
     clock = ManualClock()
     queue = JobQueue(clock, visibility_timeout_s=30)
     effects = db.connect()
-    effects.execute("CREATE TABLE effects (job_id VARCHAR NOT NULL)")
-    idempotency.create_tables(effects)
+    _create_effects_tables(effects)
 
     def step(name: str) -> None:
         if rng.random() < crash_chance:
@@ -281,57 +389,91 @@ def crash_test(
             history.finished(lease.job.id)
             queue.ack(lease)
         history.close()
-        rows = effects.execute("SELECT job_id FROM effects").fetchall()
-        return check_history(
-            read_history(folder),
-            dead=[d.job.id for d in queue.dead_letters()],
-            effects=[row[0] for row in rows],
-        )
+        return _report(Path(folder), queue, effects)
 
 
 def _life_name(number: int) -> str:
     return f"life-{number:02d}"
 
 
-def _wait_for_starts(history_file: Path, starts: int, child: subprocess.Popen[bytes]) -> None:
-    """Return once ``history_file`` records ``starts`` started jobs (polling every 5 ms)."""
+def _check_run(name: str, design: Design, folder: Path | str, *, kills: int, workers: int = 1) -> Path:
+    """Check a run's settings; return its folder, created if missing."""
+    for setting, value in (("kills", kills), ("workers", workers)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidSettingError(f"{setting} must be an int >= 1, got {value!r}")
+    if design not in DESIGNS:
+        raise InvalidSettingError(f"design must be one of {', '.join(DESIGNS)}; got {design!r}")
+    root = Path(folder)
+    if root.exists() and any(root.iterdir()):
+        raise InvalidSettingError(f"{name} needs a fresh folder, {str(root)!r} is not empty")
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _create_effects_tables(con: db.Connection) -> None:
+    with db.transaction(con):
+        db.fetch(con, EFFECTS_TABLE)
+    idempotency.create_tables(con)
+
+
+def _report(folder: Path, queue: Queue, effects: db.Connection) -> HistoryReport:
+    """The history of ``folder`` checked against the dead letters and the effects table."""
+    dead = [letter.job.id for letter in queue.dead_letters()]
+    booked = [row[0] for row in db.fetch(effects, "SELECT job_id FROM effects")]
+    return check_history(read_history(folder), dead=dead, effects=booked)
+
+
+_PROCESSES = multiprocessing.get_context("forkserver")
+
+
+def _start(target: Callable[..., None], *args: Any, **kwargs: Any) -> BaseProcess:
+    """Start ``target(*args, **kwargs, ready=pipe)`` in a forked process; return once it is ready."""
+    _PROCESSES.set_forkserver_preload([__name__, "jobqueue.postgres"])  # a missing psycopg is skipped
+    receive, send = _PROCESSES.Pipe(duplex=False)
+    process = _PROCESSES.Process(target=target, args=args, kwargs={**kwargs, "ready": send}, daemon=True)
+    process.start()
+    send.close()
+    with receive:
+        try:
+            ready = receive.poll(START_WAIT_S) and receive.recv() == "ready"
+        except EOFError:  # it died before it was ready
+            ready = False
+    if not ready:
+        process.kill()
+        process.join()
+        raise RuntimeError(f"{target.__name__}{args} did not start (exit code {process.exitcode})")
+    return process
+
+
+def _say_ready(ready: Pipe) -> None:
+    ready.send("ready")
+    ready.close()
+
+
+def _kill_at_work(process: BaseProcess, history_file: Path, rng: random_module.Random) -> None:
+    """SIGKILL ``process`` once ``history_file`` records a seeded number of started jobs.
+
+    The kill comes a seeded 60-90 % of :data:`WORK_S` after that start: well into the
+    handler's work, however fast or slow the machine is.
+    """
+    starts = rng.randint(*KILL_AFTER_STARTS)
     deadline = time.monotonic() + START_WAIT_S
-    while time.monotonic() < deadline:
-        if history_file.exists() and history_file.read_bytes().count(b'"started"') >= starts:
-            return
-        if child.poll() is not None:
-            raise RuntimeError(f"a life ended by itself with status {child.returncode}")
+    while not (history_file.exists() and history_file.read_bytes().count(b'"started"') >= starts):
+        if not process.is_alive():
+            raise RuntimeError(f"a life ended by itself with exit code {process.exitcode}")
+        if time.monotonic() > deadline:
+            process.kill()
+            process.join()
+            raise RuntimeError(f"no {starts} started jobs in {history_file} after {START_WAIT_S:g} s")
         time.sleep(0.005)
-    child.kill()
-    child.wait()
-    raise RuntimeError(f"no {starts} started jobs in {history_file} after {START_WAIT_S:g} s")
+    time.sleep(rng.uniform(0.6, 0.9) * WORK_S)
+    process.kill()  # SIGKILL
+    process.join()
 
 
-def _start(design: Design, folder: Path, number: int, *, drain: bool) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "jobqueue.teaching.chaos", "life", design, str(folder), str(number)]
-    child = subprocess.Popen([*command, *(["--drain"] if drain else [])], stdout=subprocess.PIPE)
-    assert child.stdout is not None
-    if child.stdout.readline() != b"ready\n":
-        child.kill()
-        child.wait()
-        raise RuntimeError(f"life {number} of {design!r} did not start (status {child.returncode})")
-    child.stdout.close()
-    return child
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line of a life: ``life DESIGN FOLDER NUMBER [--drain]``."""
-    parser = argparse.ArgumentParser(prog="python -m jobqueue.teaching.chaos")
-    sub = parser.add_subparsers(dest="command", required=True)
-    one = sub.add_parser("life", help="run one life of a worker process")
-    one.add_argument("design", choices=DESIGNS)
-    one.add_argument("folder", type=Path)
-    one.add_argument("number", type=int)
-    one.add_argument("--drain", action="store_true", help="produce nothing; stop when the queue is empty")
-    args = parser.parse_args(argv)
-    life(args.design, args.folder, args.number, drain=args.drain)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def _join(process: BaseProcess) -> None:
+    """Wait for a draining life to end by itself."""
+    process.join(timeout=120)
+    if process.exitcode != 0:
+        process.kill()
+        raise RuntimeError(f"a draining life ended with exit code {process.exitcode}")

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
@@ -69,6 +71,31 @@ def with_database(url: str, dbname: str) -> str:
     from psycopg.conninfo import make_conninfo
 
     return make_conninfo(url, dbname=dbname)
+
+
+@contextmanager
+def scratch_database(name: str) -> Iterator[str]:
+    """A fresh, empty database ``name`` on the :func:`database_url` server, dropped afterwards.
+
+    A database of that name left over from an earlier run (a kernel that died) is dropped
+    first. Yields the database's URL (or conninfo).
+
+    Raises:
+        psycopg.Error: if the server refuses (``name`` is used as an identifier, quoted).
+    """
+    import psycopg
+    from psycopg import sql
+
+    server = database_url()
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(drop)
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield with_database(server, name)
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(drop)
 
 
 def _start(folder: Path) -> PostgresServer:
