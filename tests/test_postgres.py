@@ -462,7 +462,7 @@ def test_tables_of_another_schema_version_are_refused(pg_conninfo: str) -> None:
     PostgresQueue(pg_conninfo).close()
     with psycopg.connect(pg_conninfo, autocommit=True) as con:
         con.execute("UPDATE jobqueue_schema SET version = 99")
-    with pytest.raises(QueueSchemaError, match=r"schema version \[99\].*reads version 2"):
+    with pytest.raises(QueueSchemaError, match=r"schema version \[99\].*reads version 3"):
         PostgresQueue(pg_conninfo)
 
 
