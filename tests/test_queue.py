@@ -716,6 +716,17 @@ def test_claim_order_holds_when_the_clock_steps_back() -> None:
     assert [lease.job.id for lease in queue.claim_many(3)] == ["early", "late", "last"]
 
 
+def test_a_job_due_when_stored_is_not_handed_out_early_after_the_clock_steps_back() -> None:
+    clock = SettableClock(10.0)
+    queue = JobQueue(clock, random=lambda: 1.0)
+    queue.enqueue(RENDER_INVOICE, invoice(1), id="at-10", priority=5)  # due at once, stored as due
+    clock.at = 5.0
+    assert queue.claim() is None  # due at 10, and the clock reads 5
+    clock.at = 10.0
+    lease = queue.claim()
+    assert lease is not None and lease.job.id == "at-10"
+
+
 # -- priorities and deadlines (lesson 14) ---------------------------------------------
 
 LOGIN_CODE = JobType("send_login_code", ReceiptPayload, priority=5, expires_after_s=600)

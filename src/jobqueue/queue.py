@@ -257,7 +257,7 @@ class JobQueue:
         """
         now = self.clock.now()
         self._promote(now)
-        while (entry := self._top(self._ready)) is not None:
+        while (entry := self._top(self._ready)) is not None and entry[1] <= now:  # not if the clock went back
             job_id = entry[-1]
             del self._current[job_id]  # its entries are stale from now on
             job = self._jobs[job_id]
