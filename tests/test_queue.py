@@ -672,7 +672,8 @@ def test_a_field_of_the_wrong_type_is_a_payload_error_without_a_warning() -> Non
 
 def held_entries(queue: JobQueue) -> int:
     """How many ordering entries the queue keeps (live and stale); its memory grows with them."""
-    return len(queue._later) + len(queue._ready) + len(queue._ready_at)
+    fresh = sum(map(len, queue._fresh.values()))
+    return fresh + len(queue._later) + len(queue._ready) + len(queue._ready_at)
 
 
 def test_acked_jobs_leave_no_entries_behind_once_they_outnumber_the_live_ones() -> None:

@@ -20,7 +20,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import random as _random
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Literal, Protocol, TypeVar
 
@@ -45,7 +46,7 @@ from jobqueue.job import (
 from jobqueue.metrics import DEFAULT_WINDOW_S, OutcomeLog, QueueMetrics, check_window, measure
 
 P = TypeVar("P")
-Entry = TypeVar("Entry", tuple[float, int, str], tuple[int, float, int, str])
+_Entry = TypeVar("_Entry", tuple[float, int, str], tuple[int, float, int, str])
 
 FailOutcome = Literal["retry", "dead"]
 """What :meth:`JobQueue.fail` did with the job."""
@@ -149,11 +150,11 @@ class JobQueue:
             ``retry`` is not a :class:`RetryPolicy`.
 
     Cost: ``enqueue``, ``claim``, ``ack`` and ``fail`` take O(log n) time for n jobs in the
-    queue: a heap of the jobs not yet due, ordered by the time each becomes claimable, and
-    a heap of the due ones by priority, then that time. A claim moves the jobs that have
-    come due from the first heap to the second (each once). Jobs due when they are stored
-    (enqueued, released) in order of one priority cost O(1) a push. Introduced in lesson 03;
-    priorities and deadlines in lesson 14.
+    queue (times the few priorities in use): a heap of the jobs not yet due, ordered by the
+    time each becomes claimable, and a heap of those that came due, by priority then that
+    time; a claim moves the jobs that have come due from the first to the second. Jobs due
+    when they are stored (enqueued, released) cost O(1), in a FIFO per priority beside the
+    heaps. Introduced in lesson 03; priorities and deadlines in lesson 14.
     """
 
     def __init__(
@@ -175,13 +176,15 @@ class JobQueue:
         self._jobs: dict[str, Job] = {}
         self._tokens: dict[str, str] = {}  # job id -> token of the lease now held
         self._dead: dict[str, DeadLetter] = {}
-        # Entries end in (serial, job id), serials unique for the queue's life. A job not yet
-        # due has one entry (visible_at, serial, id) in `_later`, a min-heap. A due one (due
-        # when stored, or moved over by a claim) has two: (-priority, visible_at, serial, id)
-        # in `_ready`, which claims pop, and (visible_at, serial, id) in `_ready_at`, which
-        # gives next_visible_at. An entry whose serial is not its job's current one is
-        # stale: skipped when it surfaces, and all dropped at once when they outnumber the
-        # live ones, so acked jobs leave nothing behind for long.
+        # Entries end in (serial, job id), serials unique for the queue's life. A job due
+        # when stored (enqueued, released) has one entry (visible_at, serial, id) in the FIFO
+        # `_fresh[priority]`, appended in order. A job not yet due has one in `_later`, a
+        # min-heap; when a claim finds it due, it moves to two: (-priority, visible_at,
+        # serial, id) in `_ready`, which claims pop, and (visible_at, serial, id) in
+        # `_ready_at`, for next_visible_at. An entry whose serial is not its job's current
+        # one is stale: skipped when it surfaces, and all dropped at once when they
+        # outnumber the live ones, so acked jobs leave nothing behind for long.
+        self._fresh: dict[int, deque[tuple[float, int, str]]] = {}
         self._later: list[tuple[float, int, str]] = []
         self._ready: list[tuple[int, float, int, str]] = []
         self._ready_at: list[tuple[float, int, str]] = []
@@ -257,8 +260,7 @@ class JobQueue:
         """
         now = self.clock.now()
         self._promote(now)
-        while (entry := self._top(self._ready)) is not None and entry[1] <= now:  # not if the clock went back
-            job_id = entry[-1]
+        while (job_id := self._pop_due(now)) is not None:
             del self._current[job_id]  # its entries are stale from now on
             job = self._jobs[job_id]
             if job.attempts >= job.max_attempts:
@@ -462,6 +464,7 @@ class JobQueue:
     def next_visible_at(self) -> float | None:
         """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""
         firsts = [entry[0] for entry in (self._top(self._ready_at), self._top(self._later)) if entry]
+        firsts += [head[0] for fifo in self._fresh.values() if (head := self._head(fifo))]
         return min(firsts, default=None)
 
     def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> QueueMetrics:
@@ -528,10 +531,12 @@ class JobQueue:
         entry = (job.visible_at(), serial, job.id)
         self._current[job.id] = serial
         self._jobs[job.id] = job
-        if entry[0] <= self.clock.now():
-            self._make_ready(job, entry)
-        else:
+        if entry[0] > self.clock.now():
             heapq.heappush(self._later, entry)
+        elif not (fifo := self._fresh.setdefault(job.priority, deque())) or fifo[-1] < entry:
+            fifo.append(entry)
+        else:  # due before the FIFO's last (the clock went back): out of its order
+            self._make_ready(job, entry)
         self._compact_if_stale()
 
     def _make_ready(self, job: Job, entry: tuple[float, int, str]) -> None:
@@ -545,6 +550,29 @@ class JobQueue:
             heapq.heappop(later)
             self._make_ready(self._jobs[entry[2]], entry)
 
+    def _pop_due(self, now: float) -> str | None:
+        """Take the entry of the job to claim next off its FIFO or heap; its id, or ``None``.
+
+        That is the live entry first by (-priority, visible_at, serial) among the FIFOs'
+        heads and the top of ``_ready``, if it is due at ``now`` (it may not be, after the
+        clock went back).
+        """
+        best = self._top(self._ready)
+        best_fifo = None
+        for priority, fifo in list(self._fresh.items()):
+            head = self._head(fifo)
+            if head is None:
+                del self._fresh[priority]
+            elif best is None or (-priority, *head) < best:
+                best, best_fifo = (-priority, *head), fifo
+        if best is None or best[1] > now:
+            return None
+        if best_fifo is None:
+            heapq.heappop(self._ready)
+        else:
+            best_fifo.popleft()
+        return best[3]
+
     def _bury(self, job: Job, now: float) -> None:
         self._current.pop(job.id, None)
         del self._jobs[job.id]
@@ -552,33 +580,41 @@ class JobQueue:
         self._dead[job.id] = DeadLetter(job=job, died_at=now)
         self._compact_if_stale()
 
-    def _top(self, heap: list[Entry]) -> Entry | None:
+    def _top(self, heap: list[_Entry]) -> _Entry | None:
         """The first live entry of ``heap``, or ``None``; stale entries in front are dropped."""
         current = self._current
         while heap and current.get(heap[0][-1]) != heap[0][-2]:
             heapq.heappop(heap)
         return heap[0] if heap else None
 
-    def _live(self) -> Iterator[tuple[float, int, str]]:
-        """The time entries that are their job's current one, in no particular order."""
+    def _head(self, fifo: deque[tuple[float, int, str]]) -> tuple[float, int, str] | None:
+        """The first live entry of ``fifo``, or ``None``; stale entries in front are dropped."""
         current = self._current
-        return (
-            entry
-            for entry in itertools.chain(self._later, self._ready_at)
-            if current.get(entry[2]) == entry[1]
-        )
+        while fifo and current.get(fifo[0][2]) != fifo[0][1]:
+            fifo.popleft()
+        return fifo[0] if fifo else None
+
+    def _live(self) -> list[tuple[float, int, str]]:
+        """The time entries that are their job's current one, in no particular order."""
+        return self._kept(itertools.chain(self._later, self._ready_at, *self._fresh.values()))
 
     def _compact_if_stale(self) -> None:
         """Drop every stale entry once they outnumber the live ones (amortised O(1) a call)."""
         entries = len(self._later) + len(self._ready) + len(self._ready_at)
+        entries += sum(map(len, self._fresh.values()))
         if entries > 4 * len(self._current) + 2:  # a live job has one or two entries
-            current = self._current
-            self._later = [entry for entry in self._later if current.get(entry[2]) == entry[1]]
-            self._ready_at = [entry for entry in self._ready_at if current.get(entry[2]) == entry[1]]
-            self._ready = [entry for entry in self._ready if current.get(entry[3]) == entry[2]]
+            fresh = {priority: deque(self._kept(fifo)) for priority, fifo in self._fresh.items()}
+            self._fresh = {priority: fifo for priority, fifo in fresh.items() if fifo}
+            self._later, self._ready_at = self._kept(self._later), self._kept(self._ready_at)
+            self._ready = self._kept(self._ready)
             heapq.heapify(self._later)
             heapq.heapify(self._ready)
             heapq.heapify(self._ready_at)
+
+    def _kept(self, entries: Iterable[_Entry]) -> list[_Entry]:
+        """The live ones of ``entries``, in their order."""
+        current = self._current
+        return [entry for entry in entries if current.get(entry[-1]) == entry[-2]]
 
     def _check_holder(self, lease: Lease) -> None:
         current = self._tokens.get(lease.job.id)
