@@ -695,3 +695,19 @@ def test_a_priority_corrupted_in_the_file_is_dead_lettered_naming_it(path: Path)
         assert dead.job.priority == 0  # the stand-in's, so that the dead letter reads back
         assert dead.job.last_error is not None and "priority" in dead.job.last_error
         assert "got 5000" in dead.job.last_error
+
+
+def test_claims_order_by_priority_after_a_reopen_and_a_replay(path: Path) -> None:
+    clock = ManualClock(T0)
+    with open_queue(path, clock) as queue:
+        queue.enqueue(RENDER_INVOICE, invoice(1), id="urgent", priority=5)
+        (lease,) = queue.claim_many(1)
+        queue.fail(lease, "gone", permanent=True)  # the file's only priority-5 job is dead
+        queue.enqueue_many(RENDER_INVOICE, [invoice(2), invoice(3)], ids=["older", "newer"])
+    with open_queue(path, clock) as queue:  # its live jobs all have priority 0
+        queue.replay("urgent")
+        assert [lease.job.id for lease in queue.claim_many(2)] == ["urgent", "older"]
+    with open_queue(path, clock) as queue:
+        queue.enqueue(RENDER_INVOICE, invoice(4), id="bumped", priority=1)
+    with open_queue(path, clock) as queue:  # two priorities among the live jobs, found at opening
+        assert [lease.job.id for lease in queue.claim_many(2)] == ["bumped", "newer"]

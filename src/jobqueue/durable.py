@@ -217,6 +217,10 @@ class DurableQueue:
         # Lease tokens carry this queue object's random tag, so a lease cannot ack a job
         # of another queue whose file numbers its tokens the same way.
         self._tag = secrets.token_hex(4)
+        # Every priority a live job may have (a superset: enqueues and replays add theirs),
+        # so that claims know when one order by time is enough. This object is the file's
+        # only writer while it is open.
+        self._priorities: set[int | None] = set()
         self._forget = _hold(self, self.path)
         try:
             self._con = _open(self.path)
@@ -224,6 +228,8 @@ class DurableQueue:
                 with self._transaction() as con:
                     con.execute(_SCHEMA)
                     self._reserve_ids(con, con.execute(_HIGHEST_GIVEN_ID).fetchall()[0][0])
+                    found = con.execute("SELECT DISTINCT priority FROM jobqueue_jobs").fetchall()
+                    self._priorities = {priority for (priority,) in found}
             except duckdb.Error as exc:
                 self._con.close()
                 raise QueueFileError(f"cannot set up queue file {self.path!r}: {exc}") from exc
@@ -290,6 +296,7 @@ class DurableQueue:
         data = [job_type.dump(payload) for payload in payloads]
         policy = job_type.retry or self.retry
         priority = job_type.priority if priority is None else check_priority(priority)
+        self._priorities.add(priority)
         if ids is None:
             return self._enqueue_fresh(job_type, data, policy, priority)
         with self._transaction() as con:
@@ -389,12 +396,15 @@ class DurableQueue:
         """``(rowid, id, final)`` of up to ``limit`` due jobs in claim order (see :meth:`claim_many`).
 
         ``final``: the job must not run: it has used its last attempt (its final lease ran
-        out), or its deadline has passed.
+        out), or its deadline has passed. While the live jobs have one priority (the usual
+        case) the order is ``visible_at, serial``, which lets DuckDB's top-N skip blocks of
+        later rows; ``priority DESC`` first makes it read every due row: 16 ms against 4 ms
+        for 100 of 1M due jobs here.
         """
+        order = "priority DESC, visible_at, serial" if len(self._priorities) > 1 else "visible_at, serial"
         return con.execute(
             "SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false)"
-            " FROM jobqueue_jobs WHERE visible_at <= $now ORDER BY priority DESC, visible_at, serial"
-            " LIMIT $limit",
+            f" FROM jobqueue_jobs WHERE visible_at <= $now ORDER BY {order} LIMIT $limit",
             {"now": now, "limit": limit},
         ).fetchall()
 
@@ -533,6 +543,7 @@ class DurableQueue:
             ).fetchall()
             if not rows:
                 raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
+            self._priorities.add(rows[0][7])
             con.execute(
                 "INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, last_error,"
                 " priority, expires_after_s, attempts, run_at, visible_at, serial, expires_at)"
