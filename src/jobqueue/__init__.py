@@ -40,6 +40,7 @@ from jobqueue.idempotency import process_once
 from jobqueue.job import (
     DEFAULT_MAX_ATTEMPTS,
     MAX_ATTEMPTS_LIMIT,
+    PRIORITY_LIMIT,
     DeadLetter,
     Job,
     JobType,
@@ -72,6 +73,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "DEFAULT_VISIBILITY_TIMEOUT_S",
     "MAX_ATTEMPTS_LIMIT",
+    "PRIORITY_LIMIT",
     "Backoff",
     "Clock",
     "CorruptJobError",

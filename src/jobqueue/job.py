@@ -89,7 +89,7 @@ class JobType(Generic[P]):
             deadline has passed is never run: the claim that meets it moves it to the dead
             letters with a ``last_error`` starting ``"expired"`` (a login code ten minutes
             late is no use). A job already leased is not cut off: the deadline is for
-            waiting. Like SQS's message retention or Celery's ``expires``.
+            waiting. Like Celery's ``expires``, which revokes a task not started in time.
 
     Raises:
         InvalidSettingError: if ``name`` is not a non-empty str, ``payload_type`` is not
