@@ -108,7 +108,7 @@ class Queue(Protocol):
         """Give a claimed job back unrun, due now, the attempt not counted."""
 
     def replay(self, job_id: str) -> Job:
-        """Move a dead job back to waiting with a fresh attempt budget."""
+        """Move a dead job back to waiting with a fresh attempt budget (and deadline)."""
 
     def discard(self, job_id: str) -> DeadLetter:
         """Delete a dead letter and return it."""
