@@ -16,6 +16,10 @@ Checked here, against :class:`jobqueue.durable.DurableQueue` on a real file:
   acks the rest in one transaction); ``release``;
 - ``metrics(window_s)`` on a scene built by hand, before and after a reopen;
 - bad settings and windows are refused with the value named.
+- priorities and deadlines (lesson 14): the scene of ``tests/test_queue.py`` gives what
+  the in-memory queue gives and survives a reopen; a file without their columns gains
+  them; claims order by priority after a reopen and a replay; a corrupt priority is
+  dead-lettered naming it.
 
 The contract both queues share (claims, retries, dead letters, replay) is checked by the
 state machine in ``tests/test_queue_state_machine.py``; the SIGKILL trials are in
