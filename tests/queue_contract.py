@@ -14,8 +14,16 @@ with the released attempt not counted. After every step it checks the invariants
   fail or release with any other lease (an older one, or one already released) raises
   ``StaleLeaseError`` and changes nothing;
 - attempts never exceed the job's ``max_attempts``;
-- a job dies only after its last attempt, a permanent error, or the expiry of its final
-  lease.
+- a job dies only after its last attempt, a permanent error, the expiry of its final
+  lease, or (lesson 14) when a claim meets it waiting past its deadline: then it is
+  dead-lettered unrun, ``last_error`` starting ``"expired"``, no attempt used;
+- a claim hands out the due job of highest priority, the one claimable longest (then the
+  one stored first) among equals, and buries exactly the unrunnable jobs in front of it;
+  each job keeps the priority and deadline it was enqueued with, and a replay gives a
+  fresh deadline.
+
+Each id has its own job type: one plain, one urgent (priority 2, a 5 s deadline), one
+with a 40 s deadline (longer than a lease); an enqueue may give its job another priority.
 
 The machine takes a *factory*, ``factory(clock, settings) -> queue``, so the same checks
 run against every implementation: today ``jobqueue.JobQueue``, later a durable one.
@@ -26,7 +34,7 @@ with ``random=lambda: 1.0``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from hypothesis import strategies as st
@@ -47,6 +55,10 @@ from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
 IDS = ("receipt-1001", "receipt-1002", "receipt-1003")
 STEPS_S = (0.001, 0.5, 1.0, 2.0, 4.0, 29.999, 30.0)
 RELEASE_DELAYS_S = (0.0, 0.0, 3.0)  # mostly a shutdown's release, now and then a deferral
+URGENT_RECEIPT = JobType("send_urgent_receipt", ReceiptPayload, priority=2, expires_after_s=5.0)
+RECEIPT_BY_NOON = JobType("send_receipt_by_noon", ReceiptPayload, expires_after_s=40.0)
+TYPES = dict(zip(IDS, (SEND_RECEIPT, URGENT_RECEIPT, RECEIPT_BY_NOON), strict=True))
+PRIORITIES = (None, None, -1, 0, 3)  # None: the job type's
 
 State = Literal["waiting", "leased", "done", "dead"]
 
@@ -55,7 +67,12 @@ class QueueUnderTest(Protocol):
     """The part of a job queue the contract drives."""
 
     def enqueue(
-        self, job_type: JobType[ReceiptPayload], payload: ReceiptPayload, *, id: str | None = None
+        self,
+        job_type: JobType[ReceiptPayload],
+        payload: ReceiptPayload,
+        *,
+        id: str | None = None,
+        priority: int | None = None,
     ) -> Job: ...
 
     def claim(self) -> Lease | None: ...
@@ -101,6 +118,13 @@ class ModelJob:
     visible_at: float = 0.0
     token: str | None = None  # the only lease that may ack or fail it
     dead_because: str = ""
+    priority: int = 0
+    expires_at: float | None = None
+    serial: int = 0  # order among jobs of one priority visible at the same time
+
+    def claim_key(self) -> tuple[int, float, int]:
+        """Claims take due jobs in this order: highest priority, claimable longest, stored first."""
+        return (-self.priority, self.visible_at, self.serial)
 
 
 @dataclass
@@ -109,6 +133,13 @@ class Model:
 
     jobs: dict[str, ModelJob] = field(default_factory=dict)
     crashed: set[str] = field(default_factory=set)  # tokens whose worker is gone
+    serials: int = 0
+
+    def stored(self, job: ModelJob) -> ModelJob:
+        """``job``, with the next serial: the queue stored it anew (enqueue, claim, retry...)."""
+        self.serials += 1
+        job.serial = self.serials
+        return job
 
     def live(self) -> dict[str, ModelJob]:
         return {job_id: job for job_id, job in self.jobs.items() if job.state in ("waiting", "leased")}
@@ -138,41 +169,70 @@ def queue_state_machine(
 
         # -- rules -----------------------------------------------------------------
 
-        @rule(job_id=st.sampled_from(IDS))
-        def enqueue(self, job_id: str) -> None:
+        @rule(job_id=st.sampled_from(IDS), priority=st.sampled_from(PRIORITIES))
+        def enqueue(self, job_id: str, priority: int | None = None) -> None:
             known = self.model.jobs.get(job_id)
             order_id = int(job_id.removeprefix("receipt-"))
+            job_type = TYPES[job_id]
             job = self.queue.enqueue(
-                SEND_RECEIPT, ReceiptPayload(order_id=order_id, email="customer@example.com"), id=job_id
+                job_type,
+                ReceiptPayload(order_id=order_id, email="customer@example.com"),
+                id=job_id,
+                priority=priority,
             )
             assert job.id == job_id
             if known is not None and known.state != "done":
                 assert job.attempts == known.attempts, "a second enqueue with the same id is ignored"
+                assert (job.priority, job.expires_at) == (known.priority, known.expires_at)
                 return
-            assert job.attempts == 0
-            self.model.jobs[job_id] = ModelJob(visible_at=self.clock.now())
+            now = self.clock.now()
+            after_s = job_type.expires_after_s
+            expected = ModelJob(
+                visible_at=now,
+                priority=job_type.priority if priority is None else priority,
+                expires_at=None if after_s is None else now + after_s,
+            )
+            assert (job.attempts, job.priority, job.expires_at) == (0, expected.priority, expected.expires_at)
+            self.model.jobs[job_id] = self.model.stored(expected)
 
         @rule(target=leases)
         def claim(self) -> MultipleResults[Lease]:
             now = self.clock.now()
-            before = {job_id: ModelJob(**vars(job)) for job_id, job in self.model.live().items()}
+            live = self.model.live()
+            due = sorted((job.claim_key(), job_id) for job_id, job in live.items() if job.visible_at <= now)
             lease = self.queue.claim()
-            dead_now = {dead.job.id for dead in self.queue.dead_letters()}
-            for job_id, job in before.items():
-                if job_id in dead_now:  # buried by this claim: its final lease ran out
-                    assert job.state == "leased" and job.attempts == settings.max_attempts
-                    assert job.visible_at <= now
+            dead_now = {dead.job.id: dead.job for dead in self.queue.dead_letters()}
+            for _, job_id in due:  # in claim order: the unrunnable ones in front are buried
+                job = self.model.jobs[job_id]
+                if job.attempts >= settings.max_attempts:  # its final lease ran out
+                    assert job_id in dead_now, f"{job_id}'s final lease ran out, but it was not buried"
                     self._die(job_id, "final lease expired")
-            if lease is None:
-                due = [i for i, j in self.model.live().items() if j.visible_at <= now]
-                assert not due, f"claim returned nothing although {due} are due at t={now}"
+                elif job.expires_at is not None and now > job.expires_at:
+                    assert job_id in dead_now, f"{job_id} is past its deadline, but it was not buried"
+                    reason = dead_now[job_id].last_error or ""
+                    assert reason.startswith("expired"), reason
+                    assert dead_now[job_id].attempts == job.attempts, "an expired job uses no attempt"
+                    self._die(job_id, "expired")
+                else:
+                    assert lease is not None, f"claim returned nothing although {job_id} is due at t={now}"
+                    assert lease.job.id == job_id, f"claimed {lease.job.id}, not {job_id} (due: {due})"
+                    break
+            else:
+                assert lease is None, f"claimed {lease} although nothing runnable is due at t={now}"
                 return multiple()
-            job_id = lease.job.id
-            expected = before[job_id]
-            assert expected.visible_at <= now, f"{job_id} handed out before t={expected.visible_at}"
+            expected = self.model.jobs[job_id]
             assert lease.job.attempts == expected.attempts + 1 <= settings.max_attempts
             assert lease.expires_at == now + settings.visibility_timeout_s
-            self.model.jobs[job_id] = ModelJob("leased", lease.job.attempts, lease.expires_at, lease.token)
+            self.model.jobs[job_id] = self.model.stored(
+                ModelJob(
+                    "leased",
+                    lease.job.attempts,
+                    lease.expires_at,
+                    lease.token,
+                    priority=expected.priority,
+                    expires_at=expected.expires_at,
+                )
+            )
             return multiple(lease)
 
         @rule(lease=leases)
@@ -199,7 +259,8 @@ def queue_state_machine(
             [job] = released
             assert (job.id, job.attempts, job.run_at, job.leased_until) == (lease.job.id, attempts, due, None)
             assert job.visible_at() == due, "a released job is due after its delay_s"
-            self.model.jobs[job.id] = ModelJob(attempts=attempts, visible_at=due)  # waiting; token dead
+            waiting = replace(self.model.jobs[job.id], state="waiting", attempts=attempts, visible_at=due)
+            self.model.jobs[job.id] = self.model.stored(replace(waiting, token=None))  # its token is dead
 
         @rule(lease=leases)
         def crash(self, lease: Lease) -> None:
@@ -209,13 +270,14 @@ def queue_state_machine(
         def advance(self, seconds: float) -> None:
             self.clock.advance(seconds)
 
-        @precondition(lambda self: any(j.visible_at > self.clock.now() for j in self.model.live().values()))
+        @precondition(lambda self: self._next_moment() is not None)
         @rule(early_s=st.sampled_from((0.0, 0.001)))
         def advance_to_next_due(self, early_s: float) -> None:
-            """Jump to the next retry time or lease end, or to just before it."""
+            """Jump to the next retry time, lease end or deadline, or to just before it."""
             now = self.clock.now()
-            due = min(j.visible_at for j in self.model.live().values() if j.visible_at > now)
-            self.clock.advance(max(0.0, due - early_s - now))
+            moment = self._next_moment()
+            assert moment is not None
+            self.clock.advance(max(0.0, moment - early_s - now))
 
         @precondition(lambda self: any(job.state == "dead" for job in self.model.jobs.values()))
         @rule(data=st.data())
@@ -223,8 +285,15 @@ def queue_state_machine(
             dead = sorted(i for i, job in self.model.jobs.items() if job.state == "dead")
             job_id = data.draw(st.sampled_from(dead))
             job = self.queue.replay(job_id)
+            now = self.clock.now()
+            after_s = TYPES[job_id].expires_after_s
+            dead = self.model.jobs[job_id]
+            expires_at = None if after_s is None else now + after_s  # a fresh deadline from now
             assert (job.id, job.attempts) == (job_id, 0)
-            self.model.jobs[job_id] = ModelJob(visible_at=self.clock.now())
+            assert (job.priority, job.expires_at) == (dead.priority, expires_at)
+            self.model.jobs[job_id] = self.model.stored(
+                ModelJob(visible_at=now, priority=dead.priority, expires_at=expires_at)
+            )
 
         # -- invariants ------------------------------------------------------------
 
@@ -236,8 +305,14 @@ def queue_state_machine(
                 if expected.state in ("waiting", "leased"):
                     assert held is not None and job_id not in dead, f"{job_id} was lost"
                     assert held.attempts == expected.attempts
+                    assert (held.priority, held.expires_at) == (expected.priority, expected.expires_at)
                 elif expected.state == "dead":
                     assert held is None and job_id in dead, f"{job_id} should be dead"
+                    assert dead[job_id].attempts == expected.attempts
+                    assert (dead[job_id].priority, dead[job_id].expires_at) == (
+                        expected.priority,
+                        expected.expires_at,
+                    )
                 else:
                     assert held is None and job_id not in dead, f"{job_id} was acked but is still there"
             assert len(self.queue) == len(self.model.live())
@@ -256,7 +331,7 @@ def queue_state_machine(
             for job_id, job in self.model.jobs.items():
                 if job.state == "dead":
                     assert job.dead_because, f"{job_id} died for no reason"
-                    if job.dead_because != "permanent error":
+                    if job.dead_because not in ("permanent error", "expired"):
                         assert job.attempts == settings.max_attempts
 
         # -- helpers ---------------------------------------------------------------
@@ -293,6 +368,18 @@ def queue_state_machine(
             else:
                 job.state, job.token = "waiting", None
                 job.visible_at = self.clock.now() + settings.retry_delay_s(job.attempts)
+                self.model.stored(job)
+
+        def _next_moment(self) -> float | None:
+            """The next time (s) a live job comes due or passes its deadline, if any is ahead."""
+            now = self.clock.now()
+            moments = [
+                moment
+                for job in self.model.live().values()
+                for moment in (job.visible_at, job.expires_at)
+                if moment is not None and moment > now
+            ]
+            return min(moments, default=None)
 
         def _die(self, job_id: str, because: str) -> None:
             job = self.model.jobs[job_id]

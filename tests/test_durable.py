@@ -16,6 +16,10 @@ Checked here, against :class:`jobqueue.durable.DurableQueue` on a real file:
   acks the rest in one transaction); ``release``;
 - ``metrics(window_s)`` on a scene built by hand, before and after a reopen;
 - bad settings and windows are refused with the value named.
+- priorities and deadlines (lesson 14): the scene of ``tests/test_queue.py`` gives what
+  the in-memory queue gives and survives a reopen; a file without their columns gains
+  them; claims order by priority after a reopen and a replay; a corrupt priority is
+  dead-lettered naming it.
 
 The contract both queues share (claims, retries, dead letters, replay) is checked by the
 state machine in ``tests/test_queue_state_machine.py``; the SIGKILL trials are in
@@ -37,6 +41,7 @@ from jobqueue import (
     Backoff,
     InvalidSettingError,
     Job,
+    JobQueue,
     ManualClock,
     PayloadError,
     PermanentJobError,
@@ -643,3 +648,70 @@ def test_enqueue_many_with_fresh_ids_gives_equal_payloads_ids_in_order(path: Pat
         ]
         assert queue.jobs() == jobs
         assert queue.enqueue_many(RENDER_INVOICE, []) == []
+
+
+# -- priorities and deadlines (lesson 14) ---------------------------------------------
+
+
+def test_the_priority_and_deadline_scene_matches_the_in_memory_queues(path: Path) -> None:
+    from test_queue import priority_and_deadline_scene
+
+    memory_clock, clock = ManualClock(T0), ManualClock(T0)
+    memory = JobQueue(memory_clock, random=lambda: 1.0)
+    with open_queue(path, clock) as queue:
+        assert priority_and_deadline_scene(queue, clock) == priority_and_deadline_scene(memory, memory_clock)
+        assert queue.jobs() == memory.jobs()
+        assert queue.dead_letters() == memory.dead_letters()
+        expected = (queue.jobs(), queue.dead_letters())
+    with open_queue(path, clock) as queue:  # priorities, deadlines and reasons are in the file
+        assert (queue.jobs(), queue.dead_letters()) == expected
+
+
+def test_a_file_written_before_priorities_gains_them_and_keeps_its_jobs(path: Path) -> None:
+    clock = ManualClock(T0)
+    with open_queue(path, clock) as queue:
+        queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2)], ids=["old-1", "old-2"])
+        (lease,) = queue.claim_many(1)
+        queue.fail(lease, "gone", permanent=True)  # old-1 is a dead letter
+    con = duckdb.connect(str(path))  # back to the tables of lessons 11 to 13
+    for table in ("jobqueue_jobs", "jobqueue_dead"):
+        for column in ("priority", "expires_at", "expires_after_s"):
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    con.close()
+    with open_queue(path, clock) as queue:
+        assert [(job.id, job.priority, job.expires_at) for job in queue.jobs()] == [("old-2", 0, None)]
+        assert [(dead.job.id, dead.job.priority) for dead in queue.dead_letters()] == [("old-1", 0)]
+        queue.enqueue(RENDER_INVOICE, invoice(3), id="new", priority=1)
+        queue.replay("old-1")
+        assert [lease.job.id for lease in queue.claim_many(3)] == ["new", "old-2", "old-1"]
+
+
+def test_a_priority_corrupted_in_the_file_is_dead_lettered_naming_it(path: Path) -> None:
+    clock = ManualClock(T0)
+    with open_queue(path, clock) as queue:
+        queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2)], ids=["bad", "good"])
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE jobqueue_jobs SET priority = 5000 WHERE id = 'bad'")
+    con.close()
+    with open_queue(path, clock) as queue:
+        assert [lease.job.id for lease in queue.claim_many(2)] == ["good"]
+        (dead,) = queue.dead_letters()
+        assert dead.job.priority == 0  # the stand-in's, so that the dead letter reads back
+        assert dead.job.last_error is not None and "priority" in dead.job.last_error
+        assert "got 5000" in dead.job.last_error
+
+
+def test_claims_order_by_priority_after_a_reopen_and_a_replay(path: Path) -> None:
+    clock = ManualClock(T0)
+    with open_queue(path, clock) as queue:
+        queue.enqueue(RENDER_INVOICE, invoice(1), id="urgent", priority=5)
+        (lease,) = queue.claim_many(1)
+        queue.fail(lease, "gone", permanent=True)  # the file's only priority-5 job is dead
+        queue.enqueue_many(RENDER_INVOICE, [invoice(2), invoice(3)], ids=["older", "newer"])
+    with open_queue(path, clock) as queue:  # its live jobs all have priority 0
+        queue.replay("urgent")
+        assert [lease.job.id for lease in queue.claim_many(2)] == ["urgent", "older"]
+    with open_queue(path, clock) as queue:
+        queue.enqueue(RENDER_INVOICE, invoice(4), id="bumped", priority=1)
+    with open_queue(path, clock) as queue:  # two priorities among the live jobs, found at opening
+        assert [lease.job.id for lease in queue.claim_many(2)] == ["bumped", "newer"]

@@ -9,7 +9,10 @@
   process is refused;
 - ``NOTIFY`` wakes a waiting worker; a killed connection (``pg_terminate_backend``) gives an
   error naming the server, the next call connects again, and a Runner carries on;
-- an unreadable row is dead-lettered with the reason; another schema version is refused.
+- an unreadable row is dead-lettered with the reason; another schema version is refused,
+  and tables of version 2 are migrated to 3 (priorities and deadlines);
+- the priority and deadline scene of ``tests/test_queue.py`` gives what the in-memory
+  queue gives, the reasons of expired jobs (built in SQL) included.
 """
 
 import asyncio
@@ -462,7 +465,7 @@ def test_tables_of_another_schema_version_are_refused(pg_conninfo: str) -> None:
     PostgresQueue(pg_conninfo).close()
     with psycopg.connect(pg_conninfo, autocommit=True) as con:
         con.execute("UPDATE jobqueue_schema SET version = 99")
-    with pytest.raises(QueueSchemaError, match=r"schema version \[99\].*reads version 2"):
+    with pytest.raises(QueueSchemaError, match=r"schema version \[99\].*reads version 3"):
         PostgresQueue(pg_conninfo)
 
 
@@ -526,8 +529,9 @@ def test_a_claim_reads_the_claim_index_in_order_and_stops_at_its_limit(
 ) -> None:
     from jobqueue.postgres import SQL
 
-    for start in range(0, 20_000, 5_000):
-        queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(start, start + 5_000)])
+    for start in range(0, 20_000, 5_000):  # two priorities: the index orders by priority first
+        batch = [invoice(n) for n in range(start, start + 5_000)]
+        queue.enqueue_many(RENDER_INVOICE, batch, priority=start // 5_000 % 2)
     with psycopg.connect(pg_conninfo, autocommit=True) as con:
         con.execute("ANALYZE jobqueue_jobs")
         plan = [
@@ -565,3 +569,47 @@ def test_metrics_of_the_metrics_scene_equal_the_in_memory_queues(
         assert queue.metrics(window_s) == memory.metrics(window_s)
         assert queue.jobs() == memory.jobs()
         assert queue.dead_letters() == memory.dead_letters()
+
+
+# -- priorities and deadlines (lesson 14) ---------------------------------------------
+
+
+def test_the_priority_and_deadline_scene_matches_the_in_memory_queues(queue: PostgresQueue) -> None:
+    from test_queue import priority_and_deadline_scene
+
+    from jobqueue import JobQueue
+
+    memory_clock = ManualClock(T0)
+    memory = JobQueue(memory_clock, random=lambda: 1.0)
+    claimed = priority_and_deadline_scene(queue, clock_of(queue))
+    assert claimed == priority_and_deadline_scene(memory, memory_clock)
+    assert queue.jobs() == memory.jobs()
+    assert queue.dead_letters() == memory.dead_letters()
+
+
+def test_tables_of_version_2_are_migrated_and_keep_their_jobs(pg_conninfo: str) -> None:
+    clock = ManualClock(T0)
+    with PostgresQueue(pg_conninfo, clock=clock) as queue:
+        queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2)], ids=["old-1", "old-2"])
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:  # back to lesson 13's tables
+        con.execute(
+            "ALTER TABLE jobqueue_jobs DROP COLUMN priority, DROP COLUMN expires_at,"
+            " DROP COLUMN expires_after_s"
+        )
+        con.execute(
+            "CREATE INDEX jobqueue_jobs_claim ON jobqueue_jobs (visible_at, serial) WHERE died_at IS NULL"
+        )
+        con.execute("UPDATE jobqueue_schema SET version = 2")
+    with PostgresQueue(pg_conninfo, clock=clock) as queue:
+        assert [(job.id, job.priority, job.expires_at) for job in queue.jobs()] == [
+            ("old-1", 0, None),
+            ("old-2", 0, None),
+        ]
+        queue.enqueue(RENDER_INVOICE, invoice(3), id="new", priority=1)
+        assert [lease.job.id for lease in queue.claim_many(3)] == ["new", "old-1", "old-2"]
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:
+        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(3,)]
+        [(index,)] = con.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'jobqueue_jobs_claim'"
+        ).fetchall()
+        assert "(priority DESC, visible_at, serial)" in index

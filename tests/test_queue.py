@@ -672,7 +672,8 @@ def test_a_field_of_the_wrong_type_is_a_payload_error_without_a_warning() -> Non
 
 def held_entries(queue: JobQueue) -> int:
     """How many ordering entries the queue keeps (live and stale); its memory grows with them."""
-    return len(queue._due) + len(queue._heap)
+    fresh = sum(map(len, queue._fresh.values()))
+    return fresh + len(queue._later) + len(queue._ready) + len(queue._ready_at)
 
 
 def test_acked_jobs_leave_no_entries_behind_once_they_outnumber_the_live_ones() -> None:
@@ -684,13 +685,13 @@ def test_acked_jobs_leave_no_entries_behind_once_they_outnumber_the_live_ones() 
         assert lease is not None
         queue.ack(lease)
     assert len(queue) == 1
-    assert held_entries(queue) <= 3  # at most twice the live jobs, plus one
+    assert held_entries(queue) <= 6  # at most four per live job (which has one or two), plus two
     clock.advance(queue.visibility_timeout_s)  # the acked jobs' leases would have run out
     last = queue.claim()
     assert last is not None
     assert last.job.id == "job-200"
     queue.ack(last)
-    assert held_entries(queue) <= 1
+    assert held_entries(queue) <= 2
 
 
 class SettableClock:
@@ -714,3 +715,199 @@ def test_claim_order_holds_when_the_clock_steps_back() -> None:
     assert [job.id for job in queue.jobs()] == ["early", "late", "last"]
     assert queue.next_visible_at() == 5.0
     assert [lease.job.id for lease in queue.claim_many(3)] == ["early", "late", "last"]
+
+
+def test_a_job_due_when_stored_is_not_handed_out_early_after_the_clock_steps_back() -> None:
+    clock = SettableClock(10.0)
+    queue = JobQueue(clock, random=lambda: 1.0)
+    queue.enqueue(RENDER_INVOICE, invoice(1), id="at-10", priority=5)  # due at once, stored as due
+    clock.at = 5.0
+    assert queue.claim() is None  # due at 10, and the clock reads 5
+    clock.at = 10.0
+    lease = queue.claim()
+    assert lease is not None and lease.job.id == "at-10"
+
+
+# -- priorities and deadlines (lesson 14) ---------------------------------------------
+
+LOGIN_CODE = JobType("send_login_code", ReceiptPayload, priority=5, expires_after_s=600)
+
+
+@pytest.mark.parametrize("priority", [True, 1.5, "1", None, 1001, -1001])
+def test_a_priority_that_is_not_a_bounded_int_is_refused_naming_it(priority: Any) -> None:
+    queue = make_queue(ManualClock())
+    if priority is not None:  # None is "the type's" for an enqueue
+        with pytest.raises(
+            InvalidSettingError, match=f"priority must be an int from -1000 to 1000, got {priority!r}"
+        ):
+            queue.enqueue(SEND_RECEIPT, RECEIPT, priority=priority)
+        with pytest.raises(InvalidSettingError, match="priority"):
+            queue.enqueue_many(SEND_RECEIPT, [RECEIPT, RECEIPT], priority=priority)
+        assert len(queue) == 0
+    with pytest.raises(InvalidSettingError, match=f"got {priority!r}"):
+        JobType("t", ReceiptPayload, priority=priority)
+    with pytest.raises(InvalidSettingError, match="priority"):
+        jq.Job(id="j", type="t", payload="{}", priority=priority)
+
+
+@pytest.mark.parametrize("after_s", [0, -1, math.nan, math.inf, True, "600"])
+def test_a_deadline_that_is_not_a_positive_number_of_seconds_is_refused(after_s: Any) -> None:
+    with pytest.raises(InvalidSettingError, match=f"expires_after_s must be .*got {after_s!r}"):
+        JobType("t", ReceiptPayload, expires_after_s=after_s)
+
+
+def test_a_higher_priority_is_claimed_first_among_due_jobs_only() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    queue.enqueue(SEND_RECEIPT, RECEIPT, id="low-1")
+    queue.enqueue(SEND_RECEIPT, RECEIPT, id="low-2")
+    queue.enqueue(LOGIN_CODE, RECEIPT, id="code")  # the type's priority, 5
+    queue.enqueue(SEND_RECEIPT, RECEIPT, id="bumped", priority=9)  # this job's own
+    assert [job.priority for job in queue.jobs()] == [0, 0, 5, 9]
+    first = queue.claim()
+    assert first is not None and first.job.id == "bumped"
+    queue.fail(first, "boom")  # waiting again after 1 s: not due, so no priority yet
+    assert [lease.job.id for lease in queue.claim_many(2)] == ["code", "low-1"]
+    clock.advance(1)
+    assert [lease.job.id for lease in queue.claim_many(2)] == ["bumped", "low-2"]
+
+
+def test_a_job_waiting_past_its_deadline_is_dead_lettered_unrun() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    code = queue.enqueue(LOGIN_CODE, RECEIPT, id="code")
+    assert (code.expires_at, code.expires_after_s) == (600, 600)
+    queue.enqueue(SEND_RECEIPT, RECEIPT, id="receipt")
+    clock.advance(660.5)  # an outage: nobody claimed for eleven minutes
+    lease = queue.claim()
+    assert lease is not None and lease.job.id == "receipt"  # the code was met first, and buried
+    (dead,) = queue.dead_letters()
+    assert dead.job.id == "code" and dead.died_at == 660.5
+    assert dead.job.last_error == "expired: still waiting 61 s past its deadline"
+    assert dead.job.attempts == 0  # it never ran: no attempt used
+
+
+def test_a_job_claimed_at_its_deadline_still_runs() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    queue.enqueue(LOGIN_CODE, RECEIPT, id="code")
+    clock.advance(600)
+    lease = queue.claim()
+    assert lease is not None and lease.job.id == "code"
+
+
+def test_a_leased_job_is_not_cut_off_by_its_deadline_but_its_retry_is() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock, visibility_timeout_s=900)
+    queue.enqueue(LOGIN_CODE, RECEIPT, id="code")
+    lease = queue.claim()
+    assert lease is not None
+    clock.advance(700)  # past the deadline while a worker holds it
+    assert queue.fail(lease, "smtp down") == "retry"  # the lease is honoured
+    clock.advance(1)
+    assert queue.claim() is None  # waiting again, past its deadline: not run again
+    (dead,) = queue.dead_letters()
+    assert dead.job.attempts == 1
+    assert dead.job.last_error == "expired: still waiting 101 s past its deadline"
+
+
+def test_replaying_an_expired_job_gives_it_a_fresh_deadline() -> None:
+    clock = ManualClock()
+    queue = make_queue(clock)
+    queue.enqueue(LOGIN_CODE, RECEIPT, id="code", priority=7)
+    clock.advance(601)
+    assert queue.claim() is None
+    clock.advance(99)
+    replayed = queue.replay("code")
+    assert (replayed.priority, replayed.expires_at, replayed.run_at) == (7, 1300, 700)
+    clock.advance(600)
+    lease = queue.claim()
+    assert lease is not None and lease.job.id == "code"
+
+
+class CountingHeapq:
+    """``heapq`` that counts the pushes and pops made through it."""
+
+    def __init__(self) -> None:
+        import heapq
+
+        self.real = heapq
+        self.calls = 0
+
+    def heappush(self, heap: list[Any], item: Any) -> None:
+        self.calls += 1
+        self.real.heappush(heap, item)
+
+    def heappop(self, heap: list[Any]) -> Any:
+        self.calls += 1
+        return self.real.heappop(heap)
+
+    def heapify(self, heap: list[Any]) -> None:
+        self.calls += len(heap)  # a rebuild: linear work
+        self.real.heapify(heap)
+
+
+def heap_calls_per_claim(backlog: int, monkeypatch: pytest.MonkeyPatch) -> float:
+    """Heap pushes and pops per claim-and-ack from a due backlog of three priorities."""
+    import jobqueue.queue
+
+    clock = ManualClock()
+    queue = make_queue(clock)
+    for number in range(backlog):
+        queue.enqueue(RENDER_INVOICE, invoice(number), priority=number % 3)
+    clock.advance(1)
+    counting = CountingHeapq()
+    monkeypatch.setattr(jobqueue.queue, "heapq", counting)
+    for _ in range(100):
+        lease = queue.claim()
+        assert lease is not None and lease.job.priority == 2
+        queue.ack(lease)
+    monkeypatch.undo()
+    return counting.calls / 100
+
+
+def test_a_claim_among_priorities_costs_a_few_heap_operations_whatever_the_backlog(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each push or pop costs O(log n): a few of them per claim keep the claim O(log n). A
+    # scan or a sort of the backlog would show up as work growing with it.
+    small, large = heap_calls_per_claim(300, monkeypatch), heap_calls_per_claim(30_000, monkeypatch)
+    assert small == large <= 6, (small, large)
+
+
+def priority_and_deadline_scene(queue: Any, clock: ManualClock) -> list[str]:
+    """Drive ``queue`` (any backend) through priorities, expiries and a replay; the ids claimed.
+
+    ``tests/test_durable.py`` and ``tests/test_postgres.py`` run it on their queue and on a
+    :class:`JobQueue` and compare what both show, reasons of the expired jobs included.
+    """
+    queue.enqueue(SEND_RECEIPT, RECEIPT, id="receipt")
+    queue.enqueue(LOGIN_CODE, RECEIPT, id="code-late")  # priority 5, 600 s deadline
+    queue.enqueue(SEND_RECEIPT, RECEIPT, id="bumped", priority=9)
+    queue.enqueue_many(LOGIN_CODE, [RECEIPT, RECEIPT], ids=["code-a", "code-b"], priority=-3)
+    claimed: list[str] = []
+
+    def claim_and_ack(limit: int) -> None:
+        leases = queue.claim_many(limit)
+        claimed.extend(lease.job.id for lease in leases)
+        assert queue.ack_many(leases) == []
+
+    claim_and_ack(1)
+    clock.advance(600.25)
+    queue.enqueue(LOGIN_CODE, RECEIPT, id="code-fresh")
+    claim_and_ack(3)  # buries the expired jobs it meets on the way
+    clock.advance(10)
+    queue.replay("code-a")  # a fresh deadline, from now
+    clock.advance(599)
+    claim_and_ack(3)
+    return claimed
+
+
+def test_the_priority_and_deadline_scene_in_memory() -> None:
+    clock = ManualClock(1_000)
+    queue = make_queue(clock)
+    assert priority_and_deadline_scene(queue, clock) == ["bumped", "code-fresh", "receipt", "code-a"]
+    assert {dead.job.id: dead.job.last_error for dead in queue.dead_letters()} == {
+        "code-late": "expired: still waiting 1 s past its deadline",
+        "code-b": "expired: still waiting 1 s past its deadline",
+    }

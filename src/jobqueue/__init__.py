@@ -48,6 +48,7 @@ from jobqueue.idempotency import process_once
 from jobqueue.job import (
     DEFAULT_MAX_ATTEMPTS,
     MAX_ATTEMPTS_LIMIT,
+    PRIORITY_LIMIT,
     DeadLetter,
     Job,
     JobType,
@@ -83,6 +84,7 @@ __all__ = [
     "DEFAULT_VISIBILITY_TIMEOUT_S",
     "MAX_ATTEMPTS_LIMIT",
     "MAX_RETRY_AFTER_S",
+    "PRIORITY_LIMIT",
     "Backoff",
     "CircuitBreaker",
     "CircuitOpenError",

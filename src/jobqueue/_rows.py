@@ -18,7 +18,7 @@ from typing import Any
 
 from jobqueue.backoff import Backoff
 from jobqueue.errors import CorruptJobError, InvalidSettingError
-from jobqueue.job import MAX_ATTEMPTS_LIMIT, DeadLetter, Job, RetryPolicy
+from jobqueue.job import MAX_ATTEMPTS_LIMIT, PRIORITY_LIMIT, DeadLetter, Job, RetryPolicy, check_priority
 
 JOB_FIELDS = (
     "id",
@@ -32,6 +32,9 @@ JOB_FIELDS = (
     "leased_until",
     "leased_at",
     "last_error",
+    "priority",
+    "expires_at",
+    "expires_after_s",
 )
 """The columns of a job row, in the order :func:`job_from_row` reads them."""
 
@@ -40,6 +43,15 @@ JOB_COLUMNS = ", ".join(JOB_FIELDS)
 
 DEAD_COLUMNS = JOB_COLUMNS.replace("leased_until, leased_at", "NULL, NULL") + ", died_at"
 """The select list of a dead-letter row: a job row (never leased) and ``died_at``."""
+
+
+def expiry_reason_sql(now: str) -> str:
+    """A SQL expression of :func:`jobqueue.job.expiry_reason` for the row's job, ``now`` its time.
+
+    ``now`` is the placeholder of the claim's time in the backend's own syntax (``$now``,
+    ``%(now)s``); ``expires_at`` is the row's column. DuckDB and PostgreSQL both read it.
+    """
+    return f"'expired: still waiting ' || CAST(ceil({now} - expires_at) AS BIGINT) || ' s past its deadline'"
 
 
 def job_from_row(row: Sequence[Any]) -> Job:
@@ -73,6 +85,11 @@ def job_from_row(row: Sequence[Any]) -> Job:
             )
         error = values["last_error"]
         _check(error is None or isinstance(error, str), "last_error", error, "a text or NULL")
+        check_priority(values["priority"])
+        for name in ("expires_at", "expires_after_s"):
+            _check(
+                values[name] is None or _is_time(values[name]), name, values[name], "a finite time or NULL"
+            )
     except InvalidSettingError as exc:
         raise CorruptJobError(f"the stored row of job {job_id!r} cannot be read: {exc}") from exc
     return Job(
@@ -86,6 +103,9 @@ def job_from_row(row: Sequence[Any]) -> Job:
         leased_until=values["leased_until"],
         leased_at=values["leased_at"],
         last_error=error,
+        priority=values["priority"],
+        expires_at=values["expires_at"],
+        expires_after_s=values["expires_after_s"],
     )
 
 
@@ -106,8 +126,9 @@ def salvage(row: Sequence[Any], error: CorruptJobError) -> Job:
     """A readable, unleased stand-in for a corrupt row, to dead-letter with the reason.
 
     Values that read as they should are kept; the others take their defaults (attempts
-    0, the default retry policy, ``run_at`` 0). ``last_error`` becomes ``"CorruptJobError:
-    …"``, followed by the row's own last error if it had one, so nothing is lost.
+    0, the default retry policy, ``run_at`` 0, priority 0, no deadline). ``last_error``
+    becomes ``"CorruptJobError: …"``, followed by the row's own last error if it had one,
+    so nothing is lost.
     """
     values = dict(zip(JOB_FIELDS, row, strict=True))
     default = RetryPolicy()
@@ -119,6 +140,9 @@ def salvage(row: Sequence[Any], error: CorruptJobError) -> Job:
     if not (_is_int(max_attempts) and 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT):
         max_attempts = default.max_attempts
     attempts = values["attempts"] if _is_int(values["attempts"]) and values["attempts"] >= 0 else 0
+    priority = values["priority"]
+    if not (_is_int(priority) and abs(priority) <= PRIORITY_LIMIT):
+        priority = 0
     reason = f"{type(error).__name__}: {error}"
     if isinstance(values["last_error"], str):
         reason += f" (its last error: {values['last_error']})"
@@ -131,6 +155,9 @@ def salvage(row: Sequence[Any], error: CorruptJobError) -> Job:
         backoff=backoff,
         run_at=float(values["run_at"]) if _is_time(values["run_at"]) else 0.0,
         last_error=reason,
+        priority=priority,
+        expires_at=_time_or_none(values["expires_at"]),
+        expires_after_s=_time_or_none(values["expires_after_s"]),
     )
 
 
@@ -145,6 +172,10 @@ def _is_int(value: object) -> bool:
 
 def _is_time(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _time_or_none(value: Any) -> float | None:
+    return float(value) if _is_time(value) else None
 
 
 def salvage_dead(row: Sequence[Any], error: CorruptJobError, now: float) -> DeadLetter:

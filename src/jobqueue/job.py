@@ -32,6 +32,13 @@ one bound, far below that, holds for all of them. A million attempts at a 60 s b
 is almost two years of retries.
 """
 
+PRIORITY_LIMIT = 1000
+"""The largest priority, and minus the smallest: priorities are ints from -1000 to 1000.
+
+A higher priority is claimed first among due jobs; 0 is the default. Every backend stores
+it in a 32-bit integer column; a bound this narrow also keeps priorities few and readable.
+"""
+
 
 @dataclass(frozen=True, kw_only=True)
 class RetryPolicy:
@@ -74,13 +81,24 @@ class JobType(Generic[P]):
             the worker's (:attr:`jobqueue.worker.Worker.timeout_s`). An attempt that runs
             longer is cancelled and fails with :class:`~jobqueue.errors.JobTimeoutError`,
             which is retried like any transient error (Celery's ``time_limit``).
+        priority: the priority of this type's jobs, an int from -:data:`PRIORITY_LIMIT`
+            to :data:`PRIORITY_LIMIT` (default 0); among due jobs a higher one is claimed
+            first. An ``enqueue`` may give one job another.
+        expires_after_s: this type's deadline, in seconds (> 0) after the enqueue on the
+            queue's clock; ``None`` (the default) for none. A job still waiting when its
+            deadline has passed is never run: the claim that meets it moves it to the dead
+            letters with a ``last_error`` starting ``"expired"`` (a login code ten minutes
+            late is no use). A job already leased is not cut off: the deadline is for
+            waiting. Like Celery's ``expires``, which revokes a task not started in time.
 
     Raises:
         InvalidSettingError: if ``name`` is not a non-empty str, ``payload_type`` is not
-            a class, ``retry`` is not a :class:`RetryPolicy`, or ``timeout_s`` is not a
-            finite number of seconds > 0.
+            a class, ``retry`` is not a :class:`RetryPolicy`, ``timeout_s`` or
+            ``expires_after_s`` is not a finite number of seconds > 0, or ``priority`` is
+            not an int within the bounds (naming the bad value).
 
-    Introduced in lesson 03; ``timeout_s`` in lesson 06.
+    Introduced in lesson 03; ``timeout_s`` in lesson 06; ``priority`` and
+    ``expires_after_s`` in lesson 14.
     """
 
     def __init__(
@@ -90,6 +108,8 @@ class JobType(Generic[P]):
         *,
         retry: RetryPolicy | None = None,
         timeout_s: float | None = None,
+        priority: int = 0,
+        expires_after_s: float | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise InvalidSettingError(f"a job type needs a non-empty str name, got {name!r}")
@@ -101,7 +121,41 @@ class JobType(Generic[P]):
         self.payload_type = payload_type
         self.retry = retry
         self.timeout_s = None if timeout_s is None else check_positive_seconds("timeout_s", timeout_s)
+        self.priority = check_priority(priority)
+        self.expires_after_s = (
+            None if expires_after_s is None else check_positive_seconds("expires_after_s", expires_after_s)
+        )
         self._adapter: pydantic.TypeAdapter[P] = pydantic.TypeAdapter(payload_type)
+
+    def new_job(
+        self, *, id: str, payload: str, retry: RetryPolicy, now: float, priority: int | None = None
+    ) -> Job:
+        """The record of a job of this type just enqueued: waiting from ``now`` (seconds).
+
+        Every queue builds its new jobs here, so they agree on the defaults.
+
+        Args:
+            id: the job's id.
+            payload: the payload as JSON text (see :meth:`dump`).
+            retry: the retry policy to store: this type's, or the queue's default.
+            now: the enqueue time on the queue's clock; the deadline, if this type has
+                one, is :attr:`expires_after_s` later.
+            priority: this job's priority; ``None`` takes this type's.
+
+        Raises:
+            InvalidSettingError: if ``priority`` is not an int within the bounds.
+        """
+        return Job(
+            id=id,
+            type=self.name,
+            payload=payload,
+            max_attempts=retry.max_attempts,
+            backoff=retry.backoff,
+            run_at=now,
+            priority=self.priority if priority is None else check_priority(priority),
+            expires_at=deadline(now, self.expires_after_s),
+            expires_after_s=self.expires_after_s,
+        )
 
     def dump(self, payload: P) -> str:
         """Serialise ``payload`` to JSON text for storage, checking it reads back.
@@ -190,8 +244,18 @@ class Job:
         leased_at: while a worker holds it, when it was claimed (a heartbeat does not
             change it); else ``None``. The metrics' oldest leased age counts from here.
         last_error: the most recent failure, as ``"ErrorClass: message"``.
+        priority: among due jobs, a higher priority is claimed first (ties: the job
+            claimable longest first). An int from -:data:`PRIORITY_LIMIT` to
+            :data:`PRIORITY_LIMIT`, default 0.
+        expires_at: the job's deadline (seconds on the queue's clock): a claim after it
+            dead-letters the job unrun, as ``"expired: ..."``; ``None`` for no deadline.
+        expires_after_s: the deadline's length from the enqueue, in seconds (its job
+            type's), kept so that a replay can give the job a fresh deadline; or ``None``.
 
-    Introduced in lesson 03.
+    Raises:
+        InvalidSettingError: if ``priority`` is a bool, not an int, or out of bounds.
+
+    Introduced in lesson 03; ``priority`` and the deadline in lesson 14.
     """
 
     id: str
@@ -204,6 +268,12 @@ class Job:
     leased_until: float | None = None
     leased_at: float | None = field(default=None, repr=False)
     last_error: str | None = None
+    priority: int = 0
+    expires_at: float | None = None
+    expires_after_s: float | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        check_priority(self.priority)
 
     def visible_at(self) -> float:
         """Time from which a worker can claim this job: ``run_at``, or the lease's end."""
@@ -263,6 +333,41 @@ def check_positive_seconds(name: str, value: float) -> float:
     ):
         raise InvalidSettingError(f"{name} must be a finite number of seconds > 0, got {value!r}")
     return value
+
+
+def check_priority(value: int, name: str = "priority") -> int:
+    """Return ``value`` if it is an int from -:data:`PRIORITY_LIMIT` to :data:`PRIORITY_LIMIT`.
+
+    ``True`` is not a priority, nor is ``1.0``.
+
+    Raises:
+        InvalidSettingError: naming ``name`` and the bad value.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or abs(value) > PRIORITY_LIMIT:
+        raise InvalidSettingError(
+            f"{name} must be an int from {-PRIORITY_LIMIT} to {PRIORITY_LIMIT}, got {value!r}"
+        )
+    return value
+
+
+def deadline(now: float, expires_after_s: float | None) -> float | None:
+    """The deadline of a job waiting from ``now`` (seconds): ``now + expires_after_s``, or ``None``."""
+    return None if expires_after_s is None else now + expires_after_s
+
+
+def is_expired(job: Job, now: float) -> bool:
+    """Whether ``job``, if waiting, is past its deadline at ``now`` (seconds): it must not run."""
+    return job.expires_at is not None and now > job.expires_at
+
+
+def expiry_reason(job: Job, now: float) -> str:
+    """The ``last_error`` of a job dead-lettered at ``now`` for waiting past its deadline.
+
+    How late it is, in whole seconds rounded up: ``"expired: still waiting 60 s past its
+    deadline"``. ``postgres.sql`` (the claim) builds the same text; keep them alike.
+    """
+    assert job.expires_at is not None  # only a job with a deadline expires
+    return f"expired: still waiting {math.ceil(now - job.expires_at)} s past its deadline"
 
 
 def check_job_id(value: object, name: str = "id") -> str:

@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from jobqueue._rows import DEAD_COLUMNS, JOB_COLUMNS, salvage, salvage_dead
+from jobqueue._rows import DEAD_COLUMNS, JOB_COLUMNS, expiry_reason_sql, salvage, salvage_dead
 from jobqueue._rows import dead_from_row as _dead
 from jobqueue._rows import job_from_row as _job
 from jobqueue.backoff import RandomFn
@@ -73,15 +73,21 @@ from jobqueue.job import (
     check_count,
     check_job_id,
     check_positive_seconds,
+    check_priority,
     check_retry,
+    deadline,
 )
 from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics, bucket, check_window
 from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, check_delay_s, check_ids, stale_lease
 
 P = TypeVar("P")
 
-SCHEMA_VERSION = 2
-"""Version of the ``jobqueue_`` tables this module reads and writes."""
+SCHEMA_VERSION = 3
+"""Version of the ``jobqueue_`` tables this module reads and writes.
+
+2: lesson 13's tables. 3: priorities and deadlines (lesson 14); tables of version 2 are
+migrated when a queue opens them.
+"""
 
 CHANNEL = "jobqueue_jobs"
 """The ``LISTEN``/``NOTIFY`` channel on which enqueues wake waiting workers."""
@@ -91,10 +97,12 @@ def _load_sql() -> dict[str, str]:
     """The named blocks of ``postgres.sql``: ``-- name: x`` starts block ``x``.
 
     ``{job_columns}`` and ``{dead_columns}`` become the select lists the row conversion
-    reads (fixed names, never values).
+    reads, ``{expiry_reason}`` the text of :func:`jobqueue.job.expiry_reason` (fixed SQL,
+    never values).
     """
     text = resources.files("jobqueue").joinpath("postgres.sql").read_text()
     text = text.replace("{job_columns}", JOB_COLUMNS).replace("{dead_columns}", DEAD_COLUMNS)
+    text = text.replace("{expiry_reason}", expiry_reason_sql("%(now)s"))
     blocks = re.split(r"^-- name: (\w+)\n", text, flags=re.MULTILINE)
     return {name: body.strip() for name, body in zip(blocks[1::2], blocks[2::2], strict=True)}
 
@@ -130,7 +138,8 @@ class PostgresQueue:
 
     Raises:
         QueueUnavailableError: if the server cannot be reached (the message names it).
-        QueueSchemaError: if the database holds ``jobqueue_`` tables of another version.
+        QueueSchemaError: if the database holds ``jobqueue_`` tables of another version
+            than :data:`SCHEMA_VERSION` or 2 (which is migrated).
         InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0.
 
     Every method is one transaction. One queue object holds one connection, shared by the
@@ -202,6 +211,7 @@ class PostgresQueue:
         *,
         id: str | None = None,
         conn: psycopg.Connection[Any] | None = None,
+        priority: int | None = None,
     ) -> Job:
         """Add a job, waiting from now on, and return its record; see :meth:`JobQueue.enqueue`.
 
@@ -213,11 +223,14 @@ class PostgresQueue:
             conn: your own psycopg connection: the job is written in its current
                 transaction and becomes visible when you commit (gone if you roll back).
                 Without it the queue commits the job at once.
+            priority: this job's priority, in place of the type's (``None``).
 
         Raises:
             PayloadError: if the payload is of the wrong class or not JSON-serialisable.
+            InvalidSettingError: if ``priority`` is not an int within the bounds.
         """
-        return self.enqueue_batch(job_type, [payload], ids=None if id is None else [id], conn=conn)[0].job
+        ids = None if id is None else [id]
+        return self.enqueue_batch(job_type, [payload], ids=ids, conn=conn, priority=priority)[0].job
 
     def enqueue_many(
         self,
@@ -226,6 +239,7 @@ class PostgresQueue:
         *,
         ids: Sequence[str] | None = None,
         conn: psycopg.Connection[Any] | None = None,
+        priority: int | None = None,
     ) -> list[Job]:
         """Enqueue several jobs of one type in one statement, in order; see :meth:`enqueue`.
 
@@ -237,7 +251,8 @@ class PostgresQueue:
             PayloadError: if any payload is invalid; then no job is added.
             InvalidSettingError: if ``ids`` and ``payloads`` differ in length.
         """
-        return [entry.job for entry in self.enqueue_batch(job_type, payloads, ids=ids, conn=conn)]
+        batch = self.enqueue_batch(job_type, payloads, ids=ids, conn=conn, priority=priority)
+        return [entry.job for entry in batch]
 
     def enqueue_batch(
         self,
@@ -246,17 +261,21 @@ class PostgresQueue:
         *,
         ids: Sequence[str] | None = None,
         conn: psycopg.Connection[Any] | None = None,
+        priority: int | None = None,
     ) -> list[Enqueued]:
         """Like :meth:`enqueue_many`, saying of each job whether this call added it.
 
         One round trip for the whole batch (``INSERT … ON CONFLICT DO NOTHING``). An id
-        repeated within the batch is added once, with its first payload.
+        repeated within the batch is added once, with its first payload. ``priority``
+        overrides the type's for every job.
 
         Raises:
             PayloadError: if any payload is invalid; then no job is added.
-            InvalidSettingError: if ``ids`` and ``payloads`` differ in length.
+            InvalidSettingError: if ``ids`` and ``payloads`` differ in length, or
+                ``priority`` is not an int within the bounds.
         """
         check_ids(ids, payloads)
+        chosen = job_type.priority if priority is None else check_priority(priority)
         data = [job_type.dump(payload) for payload in payloads]  # all checked before any is written
         wanted: list[str | None] = list(ids) if ids is not None else [None] * len(data)
         first: dict[str, int] = {}
@@ -267,7 +286,7 @@ class PostgresQueue:
         results: dict[int, Enqueued] = {}
         with self._connection(conn) as con:
             while rows:  # more than once only when a fresh id was taken meanwhile
-                rows = self._insert(con, job_type, [(i, wanted[i], data[i]) for i in rows], results)
+                rows = self._insert(con, job_type, [(i, wanted[i], data[i]) for i in rows], results, chosen)
         for index, job_id in enumerate(wanted):
             if index not in results:  # a repeated id: the first copy's record, not added by it
                 assert job_id is not None
@@ -282,11 +301,12 @@ class PostgresQueue:
         return leases[0] if leases else None
 
     def claim_many(self, limit: int) -> list[Lease]:
-        """Claim up to ``limit`` due jobs, longest-claimable first, skipping jobs others are claiming.
+        """Claim up to ``limit`` due jobs, by priority then longest-claimable, skipping others' claims.
 
         Each claim counts as an attempt and hides its job for the visibility timeout. Jobs
-        whose final attempt's lease ran out are dead-lettered on the way; a row that cannot
-        be read back as a job is dead-lettered with the reason.
+        whose final attempt's lease ran out, or whose deadline has passed (``"expired:
+        ..."``, no attempt used), are dead-lettered on the way; a row that cannot be read
+        back as a job is dead-lettered with the reason.
 
         Raises:
             InvalidSettingError: if ``limit`` is not an int >= 1.
@@ -578,6 +598,7 @@ class PostgresQueue:
         job_type: JobType[P],
         rows: list[tuple[int, str | None, str]],
         results: dict[int, Enqueued],
+        priority: int,
     ) -> list[int]:
         """Insert ``(index, id or None, payload)`` rows in one statement; fill ``results`` by index.
 
@@ -597,19 +618,15 @@ class PostgresQueue:
                 "base_s": policy.backoff.base_s,
                 "cap_s": policy.backoff.cap_s,
                 "now": now,
+                "priority": priority,
+                "expires_at": deadline(now, job_type.expires_after_s),
+                "expires_after_s": job_type.expires_after_s,
             },
         ).fetchall()
         again = []
         for (index, wanted, payload), (job_id, added, *old) in zip(rows, found, strict=True):
             if added:
-                new = Job(
-                    id=job_id,
-                    type=job_type.name,
-                    payload=payload,
-                    max_attempts=policy.max_attempts,
-                    backoff=policy.backoff,
-                    run_at=now,
-                )
+                new = job_type.new_job(id=job_id, payload=payload, retry=policy, now=now, priority=priority)
                 results[index] = Enqueued(job=new, added=True)
             elif wanted is None:
                 again.append(index)  # a job-N already taken by a chosen id: draw another
@@ -655,6 +672,9 @@ class PostgresQueue:
                 "base_s": job.backoff.base_s,
                 "cap_s": job.backoff.cap_s,
                 "run_at": job.run_at,
+                "priority": job.priority,
+                "expires_at": job.expires_at,
+                "expires_after_s": job.expires_after_s,
             },
         )
 
@@ -731,12 +751,17 @@ def describe_server(conninfo: str) -> str:
 
 
 def _create_schema(con: psycopg.Connection[Any], server: str) -> None:
-    """Create the ``jobqueue_`` tables unless they exist; check their version."""
+    """Create the ``jobqueue_`` tables unless they exist, or migrate version 2; check their version."""
     if not con.execute(SQL["has_schema"]).fetchall()[0][0]:
         con.execute(SQL["lock_schema"])  # held to the end of the transaction
         if not con.execute(SQL["has_schema"]).fetchall()[0][0]:
             con.execute(SQL["schema"].encode())  # several statements, no parameters
     versions = [row[0] for row in con.execute(SQL["schema_version"]).fetchall()]
+    if versions == [2]:
+        con.execute(SQL["lock_schema"])
+        if [row[0] for row in con.execute(SQL["schema_version"]).fetchall()] == [2]:  # not migrated meanwhile
+            con.execute(SQL["migrate_to_3"].encode())
+        versions = [row[0] for row in con.execute(SQL["schema_version"]).fetchall()]
     if versions != [SCHEMA_VERSION]:
         raise QueueSchemaError(
             f"{server} holds jobqueue tables of schema version {versions}, and this jobqueue"

@@ -2,7 +2,8 @@
 -- Times are seconds since the epoch from the queue's clock, passed in as %(now)s: never
 -- the server's now(), so a ManualClock drives the tests and every process agrees.
 -- {job_columns} and {dead_columns} stand for the select lists every backend reads rows with
--- (filled in when this file is loaded, from jobqueue's one row-to-Job conversion).
+-- (filled in when this file is loaded, from jobqueue's one row-to-Job conversion), and
+-- {expiry_reason} for the last_error of a job dead-lettered past its deadline.
 -- One table holds live and dead jobs (died_at is NULL while a job lives), so the primary
 -- key alone keeps an id unique across waiting, leased and dead jobs, even between processes.
 
@@ -27,17 +28,33 @@ CREATE TABLE jobqueue_jobs (
     last_error text,
     visible_at double precision NOT NULL,  -- run_at, or the lease's end while leased
     serial bigint NOT NULL DEFAULT nextval('jobqueue_serial'),
-    died_at double precision  -- set when the job is dead-lettered
+    died_at double precision,  -- set when the job is dead-lettered
+    priority integer NOT NULL DEFAULT 0,  -- higher is claimed first among due jobs
+    expires_at double precision,  -- the deadline: waiting past it, the job is never run
+    expires_after_s double precision  -- the deadline's length, for a replay's fresh one
 );
 -- The claim reads this index in order and stops after LIMIT rows: O(log n) in the backlog.
-CREATE INDEX jobqueue_jobs_claim ON jobqueue_jobs (visible_at, serial) WHERE died_at IS NULL;
+-- Within each priority the due jobs come first (visible_at ascending); PostgreSQL 18 skips
+-- over the rest of a priority to the next (a skip scan), so few priorities cost little.
+CREATE INDEX jobqueue_jobs_claim ON jobqueue_jobs (priority DESC, visible_at, serial) WHERE died_at IS NULL;
 CREATE INDEX jobqueue_jobs_dead ON jobqueue_jobs (died_at, id) WHERE died_at IS NOT NULL;
 CREATE TABLE jobqueue_outcomes (
     second bigint PRIMARY KEY,
     done bigint NOT NULL,
     failed bigint NOT NULL
 );
-INSERT INTO jobqueue_schema VALUES (2);
+INSERT INTO jobqueue_schema VALUES (3);
+
+-- name: migrate_to_3
+-- Tables of version 2 (lesson 13) gain priorities and deadlines: old jobs get priority 0
+-- and no deadline, and the claim index takes the priority first, as in `schema`.
+ALTER TABLE jobqueue_jobs
+    ADD COLUMN priority integer NOT NULL DEFAULT 0,
+    ADD COLUMN expires_at double precision,
+    ADD COLUMN expires_after_s double precision;
+DROP INDEX jobqueue_jobs_claim;
+CREATE INDEX jobqueue_jobs_claim ON jobqueue_jobs (priority DESC, visible_at, serial) WHERE died_at IS NULL;
+UPDATE jobqueue_schema SET version = 3;
 
 -- name: lock_schema
 SELECT pg_advisory_xact_lock(hashtext('jobqueue_schema'));
@@ -58,8 +75,10 @@ WITH wanted AS MATERIALIZED (
     SELECT n, coalesce(id, 'job-' || nextval('jobqueue_job_id')) AS id, payload
     FROM unnest(%(ids)s::text[], %(payloads)s::text[]) WITH ORDINALITY AS w (id, payload, n)
 ), added AS (
-    INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, run_at, visible_at)
-    SELECT id, %(type)s, payload, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s
+    INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, run_at, visible_at,
+                               priority, expires_at, expires_after_s)
+    SELECT id, %(type)s, payload, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s,
+           %(priority)s, %(expires_at)s, %(expires_after_s)s
     FROM wanted ORDER BY n
     ON CONFLICT (id) DO NOTHING
     RETURNING id, pg_notify('jobqueue_jobs', '')  -- wakes listening workers at commit
@@ -76,35 +95,38 @@ ORDER BY wanted.n;
 SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)s::text[]);
 
 -- name: claim
--- The `due` CTE picks the jobs claimable longest, in index order, and locks them; SKIP
--- LOCKED passes over rows another worker's claim has locked, so workers never wait for
--- each other or get the same job. Keeping the pick in a CTE fences the planner: the
--- LIMIT applies before the update, never to more rows. A due job whose final attempt's
--- lease ran out (spent) is dead-lettered instead of claimed; the others are leased.
+-- The `due` CTE picks the due jobs of highest priority, claimable longest among equals, in
+-- index order, and locks them; SKIP LOCKED passes over rows another worker's claim has
+-- locked, so workers never wait for each other or get the same job. Keeping the pick in a
+-- CTE fences the planner: the LIMIT applies before the update, never to more rows. A due
+-- job whose final attempt's lease ran out (spent), or whose deadline has passed (expired,
+-- no attempt used), is dead-lettered instead of claimed; the others are leased.
 WITH due AS (
-    SELECT id AS due_id, visible_at AS due_visible_at, serial AS due_serial,
-           attempts >= max_attempts AS spent
+    SELECT id AS due_id, priority AS due_priority, visible_at AS due_visible_at, serial AS due_serial,
+           attempts >= max_attempts AS spent, coalesce(expires_at < %(now)s, false) AS expired
     FROM jobqueue_jobs
     WHERE died_at IS NULL AND visible_at <= %(now)s
-    ORDER BY visible_at, serial
+    ORDER BY priority DESC, visible_at, serial
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), buried AS (
     UPDATE jobqueue_jobs AS job
     SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
-        last_error = 'LeaseExpired: final attempt ' || job.attempts || ' was neither acked nor failed in time'
-    FROM due WHERE job.id = due_id AND spent
+        last_error = CASE WHEN spent
+            THEN 'LeaseExpired: final attempt ' || job.attempts || ' was neither acked nor failed in time'
+            ELSE {expiry_reason} END
+    FROM due WHERE job.id = due_id AND (spent OR expired)
     RETURNING job.id
 ), claimed AS (
     UPDATE jobqueue_jobs AS job
     SET attempts = job.attempts + 1, leased_until = %(until)s, leased_at = %(now)s, visible_at = %(until)s,
         lease_token = 'lease-' || nextval('jobqueue_lease'), serial = nextval('jobqueue_serial')
-    FROM due WHERE job.id = due_id AND NOT spent
-    RETURNING {job_columns}, lease_token, due_visible_at, due_serial
+    FROM due WHERE job.id = due_id AND NOT spent AND NOT expired
+    RETURNING {job_columns}, lease_token, due_priority, due_visible_at, due_serial
 )
 SELECT (SELECT count(*) FROM buried), claimed.*
 FROM (SELECT) AS one LEFT JOIN claimed ON true
-ORDER BY due_visible_at, due_serial;
+ORDER BY due_priority DESC, due_visible_at, due_serial;
 
 -- name: ack
 -- The token alone is never trusted: it must be the current lease of that very job.
@@ -137,7 +159,8 @@ RETURNING id;
 UPDATE jobqueue_jobs
 SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
     last_error = %(error)s, attempts = %(attempts)s, max_attempts = %(max_attempts)s,
-    base_s = %(base_s)s, cap_s = %(cap_s)s, run_at = %(run_at)s
+    base_s = %(base_s)s, cap_s = %(cap_s)s, run_at = %(run_at)s, priority = %(priority)s,
+    expires_at = %(expires_at)s, expires_after_s = %(expires_after_s)s
 WHERE id = %(id)s AND died_at IS NULL;
 
 -- name: extend
@@ -154,9 +177,11 @@ WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
 RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');
 
 -- name: replay
+-- A job with a deadline gets a fresh one from now (NULL stays NULL).
 UPDATE jobqueue_jobs
 SET died_at = NULL, attempts = 0, run_at = %(now)s, visible_at = %(now)s, leased_until = NULL,
-    leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial')
+    leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial'),
+    expires_at = %(now)s + expires_after_s
 WHERE id = %(id)s AND died_at IS NOT NULL
 RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');
 

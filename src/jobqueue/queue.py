@@ -23,7 +23,7 @@ import itertools
 import math
 import random as _random
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Literal, Protocol, TypeVar
 
@@ -40,11 +40,16 @@ from jobqueue.job import (
     check_count,
     check_job_id,
     check_positive_seconds,
+    check_priority,
     check_retry,
+    deadline,
+    expiry_reason,
+    is_expired,
 )
 from jobqueue.metrics import DEFAULT_WINDOW_S, OutcomeLog, QueueMetrics, check_window, measure
 
 P = TypeVar("P")
+_Entry = TypeVar("_Entry", tuple[float, int, str], tuple[int, float, int, str])
 
 FailOutcome = Literal["retry", "dead"]
 """What :meth:`JobQueue.fail` did with the job."""
@@ -69,16 +74,23 @@ class Queue(Protocol):
     def visibility_timeout_s(self) -> float:
         """How long a claim hides a job, in seconds."""
 
-    def enqueue(self, job_type: JobType[P], payload: P, *, id: str | None = None) -> Job:
+    def enqueue(
+        self, job_type: JobType[P], payload: P, *, id: str | None = None, priority: int | None = None
+    ) -> Job:
         """Add one job, waiting from now; an id already held adds nothing."""
 
     def enqueue_many(
-        self, job_type: JobType[P], payloads: Sequence[P], *, ids: Sequence[str] | None = None
+        self,
+        job_type: JobType[P],
+        payloads: Sequence[P],
+        *,
+        ids: Sequence[str] | None = None,
+        priority: int | None = None,
     ) -> list[Job]:
         """Add several jobs of one type; all or none if a payload is invalid."""
 
     def claim(self) -> Lease | None:
-        """Lease the job claimable longest, or ``None``."""
+        """Lease the due job of highest priority claimable longest, or ``None``."""
 
     def claim_many(self, limit: int) -> list[Lease]:
         """Lease up to ``limit`` due jobs."""
@@ -99,7 +111,7 @@ class Queue(Protocol):
         """Give a claimed job back unrun, due after ``delay_s`` seconds, the attempt not counted."""
 
     def replay(self, job_id: str) -> Job:
-        """Move a dead job back to waiting with a fresh attempt budget."""
+        """Move a dead job back to waiting with a fresh attempt budget (and deadline)."""
 
     def discard(self, job_id: str) -> DeadLetter:
         """Delete a dead letter and return it."""
@@ -141,8 +153,11 @@ class JobQueue:
             ``retry`` is not a :class:`RetryPolicy`.
 
     Cost: ``enqueue``, ``claim``, ``ack`` and ``fail`` take O(log n) time for n jobs in the
-    queue (a heap ordered by the time each job becomes claimable), and jobs due when they
-    are stored (enqueued, released) O(1), in a FIFO beside the heap. Introduced in lesson 03.
+    queue (times the few priorities in use): a heap of the jobs not yet due, ordered by the
+    time each becomes claimable, and a heap of those that came due, by priority then that
+    time; a claim moves the jobs that have come due from the first to the second. Jobs due
+    when they are stored (enqueued, released) cost O(1), in a FIFO per priority beside the
+    heaps. Introduced in lesson 03; priorities and deadlines in lesson 14.
     """
 
     def __init__(
@@ -164,13 +179,18 @@ class JobQueue:
         self._jobs: dict[str, Job] = {}
         self._tokens: dict[str, str] = {}  # job id -> token of the lease now held
         self._dead: dict[str, DeadLetter] = {}
-        # Entries (visible_at, serial, job id), serials unique for the queue's life, in two
-        # orders: a FIFO of jobs due when stored, appended in order (enqueues, releases: O(1)),
-        # and a heap of the rest (leases, retries). An entry whose serial is not its job's
-        # current one is stale: skipped when it surfaces, and all dropped at once when they
+        # Entries end in (serial, job id), serials unique for the queue's life. A job due
+        # when stored (enqueued, released) has one entry (visible_at, serial, id) in the FIFO
+        # `_fresh[priority]`, appended in order. A job not yet due has one in `_later`, a
+        # min-heap; when a claim finds it due, it moves to two: (-priority, visible_at,
+        # serial, id) in `_ready`, which claims pop, and (visible_at, serial, id) in
+        # `_ready_at`, for next_visible_at. An entry whose serial is not its job's current
+        # one is stale: skipped when it surfaces, and all dropped at once when they
         # outnumber the live ones, so acked jobs leave nothing behind for long.
-        self._due: deque[tuple[float, int, str]] = deque()
-        self._heap: list[tuple[float, int, str]] = []
+        self._fresh: dict[int, deque[tuple[float, int, str]]] = {}
+        self._later: list[tuple[float, int, str]] = []
+        self._ready: list[tuple[int, float, int, str]] = []
+        self._ready_at: list[tuple[float, int, str]] = []
         self._current: dict[str, int] = {}
         self._serial = itertools.count()
         self._lease_serial = itertools.count(1)
@@ -178,27 +198,35 @@ class JobQueue:
 
     # -- producer side -------------------------------------------------------------
 
-    def enqueue(self, job_type: JobType[P], payload: P, *, id: str | None = None) -> Job:
+    def enqueue(
+        self, job_type: JobType[P], payload: P, *, id: str | None = None, priority: int | None = None
+    ) -> Job:
         """Add a job, waiting from now on, and return its record.
 
         Args:
-            job_type: the job's type; its retry policy (or the queue's) is stored with it.
+            job_type: the job's type; its retry policy (or the queue's), its priority and
+                its deadline (``expires_after_s`` from now) are stored with it.
             payload: an instance of ``job_type.payload_type``.
             id: the job's id, a non-empty str. If the queue already holds a job with this
                 id (waiting, leased or dead), nothing is added and that job is returned:
                 a producer that retries its enqueue makes no duplicate.
+            priority: this job's priority, in place of the type's (``None``); see
+                :attr:`Job.priority`.
 
         Raises:
             PayloadError: if the payload is of the wrong class or not JSON-serialisable.
-            InvalidSettingError: if ``id`` is not a non-empty str, or ``new_id`` made an
-                id the queue already holds.
+            InvalidSettingError: if ``id`` is not a non-empty str, ``priority`` is not an
+                int within the bounds, or ``new_id`` made an id the queue already holds.
         """
-        if id is not None:
-            check_job_id(id)
-        return self._held(id) or self._add(job_type, job_type.dump(payload), id)
+        return self.enqueue_many(job_type, [payload], ids=None if id is None else [id], priority=priority)[0]
 
     def enqueue_many(
-        self, job_type: JobType[P], payloads: Sequence[P], *, ids: Sequence[str] | None = None
+        self,
+        job_type: JobType[P],
+        payloads: Sequence[P],
+        *,
+        ids: Sequence[str] | None = None,
+        priority: int | None = None,
     ) -> list[Job]:
         """Enqueue several jobs of one type, in order; see :meth:`enqueue`.
 
@@ -206,35 +234,45 @@ class JobQueue:
             job_type: the type of every job.
             payloads: one payload per job.
             ids: one id per payload, or ``None`` for fresh ids.
+            priority: the priority of every job, or ``None`` for the type's.
 
         Raises:
             PayloadError: if any payload is invalid; then no job is added.
-            InvalidSettingError: if ``ids`` and ``payloads`` differ in length.
+            InvalidSettingError: if ``ids`` and ``payloads`` differ in length, or
+                ``priority`` is not an int within the bounds.
         """
         wanted: Sequence[str | None] = check_ids(ids, payloads) or [None] * len(payloads)
         data = [job_type.dump(payload) for payload in payloads]  # all checked before any is added
+        if priority is not None:
+            check_priority(priority)  # before any job is added
         return [
-            self._held(job_id) or self._add(job_type, text, job_id)
+            self._held(job_id) or self._add(job_type, text, job_id, priority)
             for text, job_id in zip(data, wanted, strict=True)
         ]
 
     # -- worker side ---------------------------------------------------------------
 
     def claim(self) -> Lease | None:
-        """Lease the job that has been claimable longest, or return ``None`` if none is due.
+        """Lease the due job of highest priority, claimable longest among equals; or ``None``.
 
         The claim counts as an attempt (a worker that crashes mid-job still used one) and
-        hides the job for :attr:`visibility_timeout_s`. A job whose final attempt's lease
-        ran out is dead-lettered here instead of being handed out again.
+        hides the job for :attr:`visibility_timeout_s`. On its way to that job the claim
+        dead-letters, instead of handing out, a job whose final attempt's lease ran out, and
+        a job past its deadline (:attr:`Job.expires_at`: ``"expired: ..."``, no attempt
+        used). Jobs behind the one claimed wait for a later claim, even if expired.
         """
         now = self.clock.now()
-        while (entry := self._first()) is not None and entry[0] <= now:
-            job_id = entry[2]
-            del self._current[job_id]  # its entry is stale from now on
+        self._promote(now)
+        while (job_id := self._pop_due(now)) is not None:
+            del self._current[job_id]  # its entries are stale from now on
             job = self._jobs[job_id]
             if job.attempts >= job.max_attempts:
                 lost = f"LeaseExpired: final attempt {job.attempts} was neither acked nor failed in time"
                 self._bury(replace(job, leased_until=None, leased_at=None, last_error=lost), now)
+                continue
+            if is_expired(job, now):
+                late = expiry_reason(job, now)
+                self._bury(replace(job, leased_until=None, leased_at=None, last_error=late), now)
                 continue
             until = now + self.visibility_timeout_s
             leased = replace(job, attempts=job.attempts + 1, leased_until=until, leased_at=now)
@@ -390,7 +428,9 @@ class JobQueue:
 
         The attempt count restarts at 0 (as SQS redrive and pg-boss do): a job is replayed
         after its cause was fixed, so the attempts it used on the bug say nothing about
-        its chances now. ``last_error`` is kept until the next failure, for the record.
+        its chances now. A job with a deadline gets a fresh one, ``expires_after_s`` from
+        now (an expired job replayed on purpose is wanted now). Its priority is kept.
+        ``last_error`` is kept until the next failure, for the record.
 
         Raises:
             DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
@@ -399,7 +439,11 @@ class JobQueue:
         """
         if job_id not in self._dead:
             raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
-        job = replace(self._dead.pop(job_id).job, attempts=0, run_at=self.clock.now(), leased_until=None)
+        now = self.clock.now()
+        dead = self._dead.pop(job_id).job
+        job = replace(
+            dead, attempts=0, run_at=now, leased_until=None, expires_at=deadline(now, dead.expires_after_s)
+        )
         self._store(job)
         return job
 
@@ -433,8 +477,9 @@ class JobQueue:
 
     def next_visible_at(self) -> float | None:
         """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""
-        entry = self._first()
-        return None if entry is None else entry[0]
+        firsts = [entry[0] for entry in (self._top(self._ready_at), self._top(self._later)) if entry]
+        firsts += [head[0] for fifo in self._fresh.values() if (head := self._head(fifo))]
+        return min(firsts, default=None)
 
     def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> QueueMetrics:
         """The numbers to watch now, with the failure rate over the last ``window_s`` seconds.
@@ -471,16 +516,14 @@ class JobQueue:
             return None
         return self._jobs.get(job_id) or (self._dead[job_id].job if job_id in self._dead else None)
 
-    def _add(self, job_type: JobType[P], data: str, job_id: str | None) -> Job:
+    def _add(self, job_type: JobType[P], data: str, job_id: str | None, priority: int | None) -> Job:
         """Store a new waiting job with payload ``data`` (JSON text), due now."""
-        policy = job_type.retry or self.retry
-        job = Job(
+        job = job_type.new_job(
             id=job_id if job_id is not None else self._fresh_id(),
-            type=job_type.name,
             payload=data,
-            max_attempts=policy.max_attempts,
-            backoff=policy.backoff,
-            run_at=self.clock.now(),
+            retry=job_type.retry or self.retry,
+            now=self.clock.now(),
+            priority=priority,
         )
         self._store(job)
         return job
@@ -497,16 +540,52 @@ class JobQueue:
         return job_id
 
     def _store(self, job: Job) -> None:
-        """Keep ``job`` under a new entry; the job's previous entry, if any, goes stale."""
+        """Keep ``job`` under new entries; the job's previous entries, if any, go stale."""
         serial = next(self._serial)
         entry = (job.visible_at(), serial, job.id)
         self._current[job.id] = serial
         self._jobs[job.id] = job
-        if entry[0] <= self.clock.now() and (not self._due or self._due[-1] < entry):
-            self._due.append(entry)
-        else:
-            heapq.heappush(self._heap, entry)
+        if entry[0] > self.clock.now():
+            heapq.heappush(self._later, entry)
+        elif not (fifo := self._fresh.setdefault(job.priority, deque())) or fifo[-1] < entry:
+            fifo.append(entry)
+        else:  # due before the FIFO's last (the clock went back): out of its order
+            self._make_ready(job, entry)
         self._compact_if_stale()
+
+    def _make_ready(self, job: Job, entry: tuple[float, int, str]) -> None:
+        heapq.heappush(self._ready, (-job.priority, *entry))
+        heapq.heappush(self._ready_at, entry)
+
+    def _promote(self, now: float) -> None:
+        """Move the jobs that have come due by ``now`` from ``_later`` to the due heaps."""
+        later = self._later
+        while (entry := self._top(later)) is not None and entry[0] <= now:
+            heapq.heappop(later)
+            self._make_ready(self._jobs[entry[2]], entry)
+
+    def _pop_due(self, now: float) -> str | None:
+        """Take the entry of the job to claim next off its FIFO or heap; its id, or ``None``.
+
+        That is the live entry first by (-priority, visible_at, serial) among the FIFOs'
+        heads and the top of ``_ready``, if it is due at ``now`` (it may not be, after the
+        clock went back).
+        """
+        best = self._top(self._ready)
+        best_fifo = None
+        for priority, fifo in list(self._fresh.items()):
+            head = self._head(fifo)
+            if head is None:
+                del self._fresh[priority]
+            elif best is None or (-priority, *head) < best:
+                best, best_fifo = (-priority, *head), fifo
+        if best is None or best[1] > now:
+            return None
+        if best_fifo is None:
+            heapq.heappop(self._ready)
+        else:
+            best_fifo.popleft()
+        return best[3]
 
     def _bury(self, job: Job, now: float) -> None:
         self._current.pop(job.id, None)
@@ -515,31 +594,41 @@ class JobQueue:
         self._dead[job.id] = DeadLetter(job=job, died_at=now)
         self._compact_if_stale()
 
-    def _first(self) -> tuple[float, int, str] | None:
-        """The live entry claimable first, or ``None``; stale entries in front are dropped."""
-        due, heap, current = self._due, self._heap, self._current
-        while due and current.get(due[0][2]) != due[0][1]:
-            due.popleft()
-        while heap and current.get(heap[0][2]) != heap[0][1]:
+    def _top(self, heap: list[_Entry]) -> _Entry | None:
+        """The first live entry of ``heap``, or ``None``; stale entries in front are dropped."""
+        current = self._current
+        while heap and current.get(heap[0][-1]) != heap[0][-2]:
             heapq.heappop(heap)
-        if due and (not heap or due[0] < heap[0]):
-            return due[0]
         return heap[0] if heap else None
 
-    def _live(self) -> Iterator[tuple[float, int, str]]:
-        """The entries that are their job's current one, in no particular order."""
+    def _head(self, fifo: deque[tuple[float, int, str]]) -> tuple[float, int, str] | None:
+        """The first live entry of ``fifo``, or ``None``; stale entries in front are dropped."""
         current = self._current
-        return (
-            entry for entry in itertools.chain(self._due, self._heap) if current.get(entry[2]) == entry[1]
-        )
+        while fifo and current.get(fifo[0][2]) != fifo[0][1]:
+            fifo.popleft()
+        return fifo[0] if fifo else None
+
+    def _live(self) -> list[tuple[float, int, str]]:
+        """The time entries that are their job's current one, in no particular order."""
+        return self._kept(itertools.chain(self._later, self._ready_at, *self._fresh.values()))
 
     def _compact_if_stale(self) -> None:
         """Drop every stale entry once they outnumber the live ones (amortised O(1) a call)."""
-        if len(self._due) + len(self._heap) > 2 * len(self._current) + 1:
-            current = self._current
-            self._due = deque(entry for entry in self._due if current.get(entry[2]) == entry[1])
-            self._heap = [entry for entry in self._heap if current.get(entry[2]) == entry[1]]
-            heapq.heapify(self._heap)
+        entries = len(self._later) + len(self._ready) + len(self._ready_at)
+        entries += sum(map(len, self._fresh.values()))
+        if entries > 4 * len(self._current) + 2:  # a live job has one or two entries
+            fresh = {priority: deque(self._kept(fifo)) for priority, fifo in self._fresh.items()}
+            self._fresh = {priority: fifo for priority, fifo in fresh.items() if fifo}
+            self._later, self._ready_at = self._kept(self._later), self._kept(self._ready_at)
+            self._ready = self._kept(self._ready)
+            heapq.heapify(self._later)
+            heapq.heapify(self._ready)
+            heapq.heapify(self._ready_at)
+
+    def _kept(self, entries: Iterable[_Entry]) -> list[_Entry]:
+        """The live ones of ``entries``, in their order."""
+        current = self._current
+        return [entry for entry in entries if current.get(entry[-1]) == entry[-2]]
 
     def _check_holder(self, lease: Lease) -> None:
         current = self._tokens.get(lease.job.id)
