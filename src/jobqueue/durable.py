@@ -328,25 +328,15 @@ class DurableQueue:
         check_count("limit", limit)
         with self._lock:
             now = self.clock.now()
-            due = self._due(self._con, now, limit)
-            if not any(final for _, _, final in due):
-                rows = self._lease(self._con, due, now)  # one statement, committed on its own
-                try:
-                    jobs = [job_from_row(row[:-1]) for row in rows]
-                except CorruptJobError:
-                    with self._transaction() as con:  # rare: unreadable rows go to the dead letters
-                        jobs = self._readable(con, [row[:-1] for row in rows], now)
-                return _in_order(due, rows, jobs)
-        with self._transaction() as con:
-            now = self.clock.now()
-            while True:
-                due = self._due(con, now, limit)
-                expired = [job_id for _, job_id, final in due if final]
-                if not expired:
-                    break
-                self._bury_expired(con, expired, now)  # then look again: they took up places
-            rows = self._lease(con, due, now)
-            jobs = self._readable(con, [row[:-1] for row in rows], now)
+            due = self._due(self._con, now, limit)  # outside a transaction: an empty queue costs one read
+            if not due:
+                return []
+            with self._transaction() as con:
+                while expired := [job_id for _, job_id, final in due if final]:
+                    self._bury_expired(con, expired, now)
+                    due = self._due(con, now, limit)  # look again: they took up places
+                rows = self._lease(con, due, now)
+                jobs = self._readable(con, [row[:-1] for row in rows], now)
         return _in_order(due, rows, jobs)
 
     def _due(self, con: duckdb.DuckDBPyConnection, now: float, limit: int) -> list[tuple[int, str, bool]]:
@@ -365,20 +355,32 @@ class DurableQueue:
     ) -> list[Any]:
         """Lease the ``due`` jobs (none of them final); return their rows and new lease tokens.
 
-        The rows are targeted by ``rowid``, which DuckDB looks up directly, where ``id IN
-        (…)`` becomes a hash join over the whole table. The conditions repeat the claim's, so
-        a row that changed since ``due`` was read is not taken.
+        Call inside a transaction. The rows are targeted by ``rowid``, which DuckDB looks up
+        directly, where ``id IN (…)`` becomes a hash join over the whole table. A plain
+        UPDATE, then a SELECT of the same rows: DuckDB runs an ``UPDATE … RETURNING`` as a
+        delete and an insert, which moves the rows and costs 5 ms per 100 at 1k jobs
+        waiting, 26 ms at 1M (profiled with ``EXPLAIN ANALYZE``); the plain UPDATE changes
+        them in place in 0.1-0.2 ms at either size. The conditions repeat the claim's, so a
+        row that changed since ``due`` was read is not taken; ``leased_until`` then picks
+        out the rows this UPDATE leased (a row it skipped is due, so its lease, if any,
+        ended before ``now``).
         """
         if not due:
             return []
         until = now + self.visibility_timeout_s
-        rows: list[Any] = con.execute(
+        rowids = [rowid for rowid, _, _ in due]
+        con.execute(
             "UPDATE jobqueue_jobs SET attempts = attempts + 1, leased_until = $until,"
             " leased_at = $now, visible_at = $until,"
             " lease_token = 'lease-' || nextval('jobqueue_lease') || '-' || $tag,"
             " serial = nextval('jobqueue_serial') WHERE rowid IN (SELECT unnest($rowids))"
-            f" AND visible_at <= $now AND attempts < max_attempts RETURNING {JOB_COLUMNS}, lease_token",
-            {"until": until, "now": now, "tag": self._tag, "rowids": [rowid for rowid, _, _ in due]},
+            " AND visible_at <= $now AND attempts < max_attempts",
+            {"until": until, "now": now, "tag": self._tag, "rowids": rowids},
+        )
+        rows: list[Any] = con.execute(
+            f"SELECT {JOB_COLUMNS}, lease_token FROM jobqueue_jobs WHERE rowid IN (SELECT unnest($rowids))"
+            " AND leased_until = $until",
+            {"until": until, "rowids": rowids},
         ).fetchall()
         return rows
 
