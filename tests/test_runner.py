@@ -30,6 +30,7 @@ from jobqueue import (
     SystemClock,
     Worker,
 )
+from jobqueue.durable import DurableQueue
 from jobqueue.runner import ACK_GROUP_S, DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
 
 
@@ -612,6 +613,13 @@ def test_the_defaults() -> None:
     )
     assert Runner(Worker(JobQueue(ManualClock())), concurrency=3).prefetch == 12
     assert Runner(Worker(JobQueue(ManualClock())), prefetch=0).prefetch == 0
+
+
+def test_a_durable_queue_asks_for_bigger_claims_by_default() -> None:
+    with DurableQueue(":memory:", ManualClock()) as queue:
+        assert Runner(Worker(queue)).prefetch == DurableQueue.claim_batch == 200
+        assert Runner(Worker(queue), concurrency=100).prefetch == 400  # four per slot is more
+        assert Runner(Worker(queue), prefetch=3).prefetch == 3
     assert (DEFAULT_CONCURRENCY, DEFAULT_GRACE_S) == (10, 25.0)  # below Kubernetes' 30 s
 
 

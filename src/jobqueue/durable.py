@@ -163,6 +163,16 @@ class DurableQueue:
     Introduced in lesson 11.
     """
 
+    claim_batch = 200
+    """Jobs a :class:`~jobqueue.runner.Runner` claims ahead by default, at least.
+
+    A claim or an ack costs this queue several milliseconds a call (statements, a synced
+    commit) and little more per job, so big batches pay: a runner draining trivial jobs
+    ran about 2,000 jobs/s with its usual prefetch of 40 and 7,000-8,000 with 200 (on a
+    loaded 2-core machine). Holding jobs ahead takes them from no one, since one process
+    at a time has the file; their leases are kept alive while they wait.
+    """
+
     def __init__(
         self,
         path: str | Path,

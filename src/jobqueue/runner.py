@@ -85,7 +85,8 @@ class Runner:
             wakes an idle runner at once; polling stays the fallback.
         grace_s: seconds running jobs get to finish after :meth:`stop` (> 0).
         prefetch: jobs to claim ahead of a free slot (>= 0; default ``None``: four times
-            ``concurrency``, Celery's default multiplier; 0 for none). When a job ends, a
+            ``concurrency``, Celery's default multiplier, or the queue's ``claim_batch``
+            if it has one and that is more; 0 for none). When a job ends, a
             prefetched one starts at once and the ack and the next claim happen while it
             runs, which hides the queue's round trips (RabbitMQ's prefetch count, Celery's
             prefetch multiplier); and the runner claims again only once fewer than
@@ -127,7 +128,7 @@ class Runner:
         self.poll_s = check_positive_seconds("poll_s", poll_s)
         self.grace_s = check_positive_seconds("grace_s", grace_s)
         self.prefetch = (
-            PREFETCH_PER_SLOT * self.concurrency
+            max(PREFETCH_PER_SLOT * self.concurrency, getattr(worker.queue, "claim_batch", 0))
             if prefetch is None
             else check_count("prefetch", prefetch, least=0)
         )
