@@ -20,7 +20,8 @@ Two things follow from DuckDB and shape the design:
 - **Batches.** Every DuckDB statement costs 0.1-0.4 ms before it does any work (SQLite's:
   a few microseconds) and every commit syncs the file, so the hot calls are as few
   statements as possible: an enqueue under a fresh id, an ack and an ``ack_many`` are one
-  statement each, which DuckDB commits on its own; a claim is a read and one update.
+  statement each, which DuckDB commits on its own; a claim is a read, then one
+  transaction that updates the rows in place and reads them back.
   :meth:`~DurableQueue.enqueue_many`, :meth:`~DurableQueue.claim_many` and
   :meth:`~DurableQueue.ack_many` move many jobs in those same statements: thousands a
   second in batches of 100 (``benchmarks/durable_throughput.py`` measures both).
