@@ -304,9 +304,10 @@ class Runner:
         watch: set[asyncio.Task[bool]],
         nap: Coroutine[object, object, None] | None,
     ) -> list[JobEvent]:
-        """Wait for a running job to end, one of ``watch``, or ``nap``; settle the jobs done by then.
+        """Wait for a running job to end, one of ``watch``, or ``nap``; set the jobs done by then aside.
 
-        Prefetched jobs take the freed slots before the settling, so they run during it.
+        They wait in ``_finished`` for :meth:`_settle_finished`, which acks them in a group.
+        Prefetched jobs take the freed slots at once, so they run during the settling.
         """
         napping = None if nap is None else asyncio.ensure_future(nap)
         waits: set[asyncio.Future[Any]] = {*running, *watch}
