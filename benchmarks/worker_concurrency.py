@@ -30,7 +30,7 @@ from pathlib import Path
 import jobqueue as jq
 from jobqueue.durable import DurableQueue
 from jobqueue.queue import Queue
-from jobqueue.runner import PREFETCH_PER_SLOT, Runner
+from jobqueue.runner import Runner
 from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
 
 TARGET_RATIO = 1.3
@@ -39,7 +39,7 @@ POLL_S = 0.05
 
 async def timed_run(
     queue: Queue, concurrency: int, prefetch: int | None, sleep_s: float
-) -> tuple[float, list[jq.JobEvent]]:
+) -> tuple[float, list[jq.JobEvent], int]:
     async def send_receipt(payload: ReceiptPayload) -> None:
         await asyncio.sleep(sleep_s)
 
@@ -52,27 +52,28 @@ async def timed_run(
     )
     start = time.perf_counter()
     events = await runner.run(until_idle=True)
-    return time.perf_counter() - start, events
+    return time.perf_counter() - start, events, runner.prefetch
 
 
-def measure(
-    queue: Queue, jobs: int, concurrency: int, prefetch: int | None, sleep_s: float
-) -> tuple[float, str | None]:
-    """Run ``jobs`` jobs from ``queue``; return the seconds and what went wrong, if anything."""
+Outcome = tuple[float, str | None, int]  # seconds, what went wrong (if anything), the prefetch used
+
+
+def measure(queue: Queue, jobs: int, concurrency: int, prefetch: int | None, sleep_s: float) -> Outcome:
+    """Run ``jobs`` jobs from ``queue``; return the seconds, what went wrong, and the prefetch."""
     payloads = [ReceiptPayload(order_id=i, email="customer@example.com") for i in range(jobs)]
     queue.enqueue_many(SEND_RECEIPT, payloads)
-    seconds, events = asyncio.run(timed_run(queue, concurrency, prefetch, sleep_s))
+    seconds, events, used = asyncio.run(timed_run(queue, concurrency, prefetch, sleep_s))
     done = sum(event.outcome == "done" for event in events)
     if done != jobs or len(events) != jobs or len(queue) != 0:
-        return seconds, f"{done} done of {jobs}, {len(events)} events, {len(queue)} left in the queue"
-    return seconds, None
+        return seconds, f"{done} done of {jobs}, {len(events)} events, {len(queue)} left in the queue", used
+    return seconds, None, used
 
 
-def in_memory(jobs: int, concurrency: int, prefetch: int | None, sleep_s: float) -> tuple[float, str | None]:
+def in_memory(jobs: int, concurrency: int, prefetch: int | None, sleep_s: float) -> Outcome:
     return measure(jq.JobQueue(jq.SystemClock()), jobs, concurrency, prefetch, sleep_s)
 
 
-def durable(jobs: int, concurrency: int, prefetch: int | None, sleep_s: float) -> tuple[float, str | None]:
+def durable(jobs: int, concurrency: int, prefetch: int | None, sleep_s: float) -> Outcome:
     with (
         tempfile.TemporaryDirectory(prefix="bench-durable-") as tmp,
         DurableQueue(Path(tmp) / "queue.duckdb") as queue,
@@ -89,7 +90,7 @@ def main() -> None:
     sleep_s = args.sleep_ms / 1000
     ideal = args.jobs / args.concurrency * sleep_s
 
-    Run = Callable[[int, int, int | None, float], tuple[float, str | None]]
+    Run = Callable[[int, int, int | None, float], Outcome]
     runs: list[tuple[str, Run, int | None]] = [
         ("JobQueue (in memory)", in_memory, None),
         ("JobQueue (in memory)", in_memory, 0),
@@ -103,9 +104,9 @@ def main() -> None:
     print(f"{'queue':<28}  {'prefetch':>16}  {'seconds':>8}  {'x ideal':>7}  {'goal':>7}")
     failures = []
     for name, run, prefetch in runs:
-        seconds, problem = run(args.jobs, args.concurrency, prefetch, sleep_s)
+        seconds, problem, used = run(args.jobs, args.concurrency, prefetch, sleep_s)
         ratio = seconds / ideal
-        shown = "0 (none)" if prefetch == 0 else f"default ({PREFETCH_PER_SLOT * args.concurrency})"
+        shown = "0 (none)" if prefetch == 0 else f"default ({used})"
         verdict = "" if prefetch == 0 else ("met" if ratio <= TARGET_RATIO else "NOT met")
         print(f"{name:<28}  {shown:>16}  {seconds:>8.3f}  {ratio:>7.2f}  {verdict:>7}")
         if problem is not None:

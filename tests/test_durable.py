@@ -457,6 +457,22 @@ def test_ack_many_acks_every_lease_still_held_in_one_transaction_and_returns_the
         assert queue.metrics().done == 5
 
 
+def test_a_claim_updates_its_rows_in_place(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # DuckDB runs an UPDATE ... RETURNING as a delete and an insert: it moves the rows and
+    # cost 5 ms per 100 at 1k waiting, 26 ms at 1M. The claim updates in place, then reads.
+    with open_queue(path, ManualClock(T0)) as queue:
+        queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(1, 6)])
+        where = dict(queue._con.execute("SELECT id, rowid FROM jobqueue_jobs").fetchall())
+        counting = CountingConnection(queue._con)
+        monkeypatch.setattr(queue, "_con", counting)
+        leases = queue.claim_many(3)
+        monkeypatch.undo()
+        assert [lease.job.id for lease in leases] == ["job-1", "job-2", "job-3"]
+        assert dict(queue._con.execute("SELECT id, rowid FROM jobqueue_jobs").fetchall()) == where
+        # the due read, then a transaction: the update, the read back, the guard, the commit
+        assert counting.statements == ["SELECT", "BEGIN", "UPDATE", "SELECT", "SELECT", "COMMIT"]
+
+
 def test_release_gives_the_job_back_due_now_without_counting_the_attempt(path: Path) -> None:
     retry = RetryPolicy(backoff=Backoff(base_s=2, cap_s=2))
     clock = ManualClock(T0)

@@ -9,6 +9,7 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -29,7 +30,8 @@ from jobqueue import (
     SystemClock,
     Worker,
 )
-from jobqueue.runner import DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
+from jobqueue.durable import DurableQueue
+from jobqueue.runner import ACK_GROUP_S, DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -460,6 +462,81 @@ def test_at_shutdown_prefetched_jobs_are_given_back_at_once_and_running_ones_fin
     ]
 
 
+# -- acks in groups ---------------------------------------------------------------------------
+
+
+def counted_acks(scene: Scene) -> list[tuple[float, list[str]]]:
+    """Wrap the queue's ``ack_many`` to record when it was called and with which jobs."""
+    calls: list[tuple[float, list[str]]] = []
+    ack_many = scene.queue.ack_many
+
+    def counting(leases: Sequence[Lease]) -> list[Lease]:
+        calls.append((scene.clock.now(), [lease.job.id for lease in leases]))
+        return ack_many(leases)
+
+    scene.queue.ack_many = counting  # type: ignore[method-assign]
+    return calls
+
+
+def test_jobs_that_end_one_by_one_are_acked_in_one_batch_just_before_the_next_claim() -> None:
+    tick_s = 2**-7  # 7.8 ms: four jobs end well within ACK_GROUP_S of the first
+    scene = Scene(concurrency=1, prefetch=4)
+    scene.add(*(Work(n=n, work_s=tick_s) for n in range(1, 6)))
+    acks = counted_acks(scene)
+    clock = manual(scene)
+
+    async def scenario() -> list[JobEvent]:
+        task = asyncio.create_task(scene.runner.run(until_idle=True))
+        await clock.run_for(1)
+        return await task
+
+    events = asyncio.run(scenario())
+    # t=0: job 1 runs, 2-5 wait. Jobs 1-4 end one tick apart; when job 5 starts, none
+    # waits, so the runner claims again, and acks 1-4 in one batch first. Job 5 is the
+    # last one running: it is acked (on its own) the moment it ends.
+    assert acks == [(4 * tick_s, ["work-1", "work-2", "work-3", "work-4"])]
+    assert outcomes(events) == [(4 * tick_s, f"work-{n}", 1, "done") for n in range(1, 5)] + [
+        (5 * tick_s, "work-5", 1, "done")
+    ]
+    assert len(scene.queue) == 0
+
+
+def test_a_finished_job_is_acked_at_the_latest_ack_group_s_after_it_ended() -> None:
+    scene = Scene(concurrency=1, prefetch=3)
+    scene.add(Work(n=1, work_s=1), *(Work(n=n, work_s=100) for n in range(2, 5)))
+    clock = manual(scene)
+
+    async def scenario() -> list[JobEvent]:
+        task = asyncio.create_task(scene.runner.run())
+        await clock.run_for(1)
+        assert scene.queue.get("work-1") is not None  # ended at t=1, ack not committed yet
+        await clock.run_for(ACK_GROUP_S)
+        assert scene.queue.get("work-1") is None  # no claim came (2 jobs still wait): acked anyway
+        scene.runner.stop()
+        await clock.run_for(DEFAULT_GRACE_S)
+        return await task
+
+    events = asyncio.run(scenario())
+    assert outcomes(events)[0] == (1 + ACK_GROUP_S, "work-1", 1, "done")
+
+
+def test_a_cancelled_runner_still_acks_the_jobs_that_had_ended() -> None:
+    scene = Scene(concurrency=1, prefetch=3)
+    scene.add(Work(n=1, work_s=1), *(Work(n=n, work_s=100) for n in range(2, 5)))
+    clock = manual(scene)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(scene.runner.run())
+        await clock.run_for(1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert scene.queue.get("work-1") is None  # done before the cancel: not run again
+    assert scene.queue.get("work-2") is not None  # cancelled mid-run: its lease runs out
+
+
 # -- a failing queue ----------------------------------------------------------------------------
 
 
@@ -536,6 +613,13 @@ def test_the_defaults() -> None:
     )
     assert Runner(Worker(JobQueue(ManualClock())), concurrency=3).prefetch == 12
     assert Runner(Worker(JobQueue(ManualClock())), prefetch=0).prefetch == 0
+
+
+def test_a_durable_queue_asks_for_bigger_claims_by_default() -> None:
+    with DurableQueue(":memory:", ManualClock()) as queue:
+        assert Runner(Worker(queue)).prefetch == DurableQueue.claim_batch == 200
+        assert Runner(Worker(queue), concurrency=100).prefetch == 400  # four per slot is more
+        assert Runner(Worker(queue), prefetch=3).prefetch == 3
     assert (DEFAULT_CONCURRENCY, DEFAULT_GRACE_S) == (10, 25.0)  # below Kubernetes' 30 s
 
 

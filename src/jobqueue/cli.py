@@ -319,7 +319,7 @@ def _parser() -> argparse.ArgumentParser:
         "--prefetch",
         type=partial(count, least=0),
         default=None,
-        help="jobs to claim ahead of free slots (default: 4 x --concurrency; 0 for none)",
+        help="jobs to claim ahead of free slots (default: 4 x --concurrency, 200+ on a file; 0: none)",
     )
     worker.add_argument("--poll", type=seconds, default=1.0, help="seconds between looks at an idle queue")
     worker.add_argument(

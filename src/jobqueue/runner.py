@@ -7,7 +7,11 @@ empty queue again every ``poll_s`` seconds. Leases of running jobs are kept aliv
 worker's heartbeat: give the worker one (``Worker(queue, heartbeat_s=10)``), or a job
 slower than the visibility timeout is handed out again while it still runs. With
 ``prefetch``, it claims jobs ahead, so the queue's round trips overlap with running jobs
-instead of coming between them.
+instead of coming between them. Finished jobs are settled in groups: their acks are
+committed together just before the next claim, once as many jobs have finished as one
+claim takes, when nothing is left running, or at the latest :data:`ACK_GROUP_S` seconds
+after the job ended (sooner if its lease would run out first), so a durable queue commits
+about one ack per claim instead of one per wake-up.
 
 Shutdown follows the usual contract of a process manager (systemd, Kubernetes, Heroku):
 on SIGTERM or SIGINT (or :meth:`Runner.stop`) it stops claiming, gives running jobs up
@@ -47,6 +51,13 @@ DEFAULT_CONCURRENCY = 10
 PREFETCH_PER_SLOT = 4
 """Jobs a runner claims ahead per slot unless told otherwise (Celery's prefetch multiplier)."""
 
+ACK_GROUP_S = 0.05
+"""Seconds at most that a finished job waits for its ack, so that acks are committed in groups.
+
+A crash in that window loses the ack, not the job: its lease runs out and the job runs
+again (at-least-once), as for a crash during the job itself.
+"""
+
 UNAVAILABLE_PAUSE_S = 1.0
 """Seconds a runner waits before trying again a queue whose server could not be reached."""
 
@@ -74,7 +85,8 @@ class Runner:
             wakes an idle runner at once; polling stays the fallback.
         grace_s: seconds running jobs get to finish after :meth:`stop` (> 0).
         prefetch: jobs to claim ahead of a free slot (>= 0; default ``None``: four times
-            ``concurrency``, Celery's default multiplier; 0 for none). When a job ends, a
+            ``concurrency``, Celery's default multiplier, or the queue's ``claim_batch``
+            if it has one and that is more; 0 for none). When a job ends, a
             prefetched one starts at once and the ack and the next claim happen while it
             runs, which hides the queue's round trips (RabbitMQ's prefetch count, Celery's
             prefetch multiplier); and the runner claims again only once fewer than
@@ -116,7 +128,7 @@ class Runner:
         self.poll_s = check_positive_seconds("poll_s", poll_s)
         self.grace_s = check_positive_seconds("grace_s", grace_s)
         self.prefetch = (
-            PREFETCH_PER_SLOT * self.concurrency
+            max(PREFETCH_PER_SLOT * self.concurrency, getattr(worker.queue, "claim_batch", 0))
             if prefetch is None
             else check_count("prefetch", prefetch, least=0)
         )
@@ -124,6 +136,9 @@ class Runner:
         # How often a prefetched lease is extended while it waits for a slot, in seconds.
         timeout_s = worker.queue.visibility_timeout_s
         self._refresh_s = worker.heartbeat_s if worker.heartbeat_s is not None else timeout_s / 3
+        # Finished attempts not settled yet, and when the first of them must be settled by.
+        self._finished: list[Attempt] = []
+        self._settle_by = float("inf")
         self._stopping = asyncio.Event()
         self._hurry = asyncio.Event()
         # A queue that can tell when work arrives (PostgresQueue: LISTEN/NOTIFY) wakes an
@@ -193,13 +208,15 @@ class Runner:
                 if idle:
                     break
             events += await self._shut_down(running, waiting)
-        except BaseException:
+        except BaseException as exc:
             # A failing queue, or this task cancelled: stop the jobs, leave their leases to
             # run out (the queue may be unusable, so nothing is given back), and re-raise.
             for task in running:
                 task.cancel()
             if running:
                 await asyncio.wait(running)
+            if isinstance(exc, asyncio.CancelledError):
+                self._settle_finished()  # cancelled, the queue still works: ack the jobs done
             raise
         finally:
             stopping.cancel()
@@ -219,6 +236,13 @@ class Runner:
         wanted = self.concurrency - len(running) + self.prefetch - len(waiting)
         if len(waiting) >= self.concurrency:
             wanted = 0  # enough claimed ahead: claim later, in a bigger batch
+        if (
+            wanted > 0
+            or not running
+            or len(self._finished) >= self.concurrency + self.prefetch
+            or self.clock.now() >= self._settle_by
+        ):
+            events.extend(self._settle_finished())  # the acks go in before the claim
         claimed = self.worker.queue.claim_many(wanted) if wanted > 0 else []
         waiting.extend(claimed)
         self._start(waiting, running)
@@ -229,6 +253,8 @@ class Runner:
         short = len(claimed) < wanted
         nap_s = [self.poll_s] if short else []
         nap_s += [self._refresh_due(lease) - self.clock.now() for lease in waiting]
+        if self._finished:
+            nap_s.append(self._settle_by - self.clock.now())
         nap = self.clock.sleep(max(0.0, min(nap_s))) if nap_s else None
         watch: set[asyncio.Task[bool]] = {stopping}
         if short and self._wait_for_work is not None:
@@ -278,9 +304,10 @@ class Runner:
         watch: set[asyncio.Task[bool]],
         nap: Coroutine[object, object, None] | None,
     ) -> list[JobEvent]:
-        """Wait for a running job to end, one of ``watch``, or ``nap``; settle the jobs done by then.
+        """Wait for a running job to end, one of ``watch``, or ``nap``; set the jobs done by then aside.
 
-        Prefetched jobs take the freed slots before the settling, so they run during it.
+        They wait in ``_finished`` for :meth:`_settle_finished`, which acks them in a group.
+        Prefetched jobs take the freed slots at once, so they run during the settling.
         """
         napping = None if nap is None else asyncio.ensure_future(nap)
         waits: set[asyncio.Future[Any]] = {*running, *watch}
@@ -290,13 +317,21 @@ class Runner:
         if napping is not None:
             napping.cancel()
         finished = [task for task in running if task.done()]
-        attempts = [task.result() for task in finished]
+        now = self.clock.now()
         for task in finished:
+            attempt = task.result()
             del running[task]
+            self._finished.append(attempt)
+            self._settle_by = min(self._settle_by, now + ACK_GROUP_S, attempt.lease.expires_at - ACK_GROUP_S)
         events = self._keep_alive(waiting)
         if self._start(waiting, running):
             await asyncio.sleep(0)  # let the new jobs reach their first await before the acks
-        return events + (self.worker.settle(attempts) if attempts else [])
+        return events
+
+    def _settle_finished(self) -> list[JobEvent]:
+        """Ack (in one batch) or fail the finished attempts not settled yet; return their events."""
+        attempts, self._finished, self._settle_by = self._finished, [], float("inf")
+        return self.worker.settle(attempts) if attempts else []
 
     async def _shut_down(
         self, running: dict[asyncio.Task[Attempt], Lease], waiting: deque[Lease]
@@ -304,13 +339,15 @@ class Runner:
         """Give back prefetched jobs; let running ones finish within the grace period; give back the rest."""
         if self._log is not None and self._stopping.is_set():
             self._log(f"stopping: no new claims; {len(running)} running job(s) get up to {self.grace_s:g} s")
-        events = [self._give_back(lease) for lease in waiting]
+        events = self._settle_finished()
+        events += [self._give_back(lease) for lease in waiting]
         waiting.clear()
         grace = asyncio.create_task(self._grace_over())
         hurry = asyncio.create_task(self._hurry.wait())
         try:
             while running and not grace.done() and not hurry.done():
                 events += await self._settle_next(running, waiting, {grace, hurry}, None)
+                events += self._settle_finished()
         finally:
             grace.cancel()
             hurry.cancel()
