@@ -23,9 +23,10 @@ lab: $(STAMP)
 # `--dist loadgroup` spreads the tests one by one and keeps together what conftest.py groups:
 # a notebook's cells (one kernel runs them in order) and the tests sharing a module-scoped
 # fixture. nbval runs each notebook once; conftest.py checks on that same run that it
-# reproduces the committed file byte for byte. PYTEST_WORKERS=0 runs serially. The total
-# time is printed last.
+# reproduces the committed file byte for byte. PYTEST_WORKERS=0 runs serially;
+# PYTEST_ARGS="--durations=40" passes options to pytest. The total time is printed last.
 PYTEST_WORKERS ?= auto
+PYTEST_ARGS ?=
 
 test: $(STAMP)
 	@start=$$(date +%s); status=0; \
@@ -38,7 +39,7 @@ test-steps: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks conftest.py
 	$(BIN)/mypy
 	$(BIN)/python -m jobqueue.teaching.exercises verify
-	$(BIN)/python -m pytest tests lessons solutions --nbval --nbval-current-env -n $(PYTEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest tests lessons solutions --nbval --nbval-current-env -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # make check EX=02_backoff : check one exercise; the last line is the PASS/FAIL verdict.
 # A FAIL verdict is an answer, not a broken command, so make itself succeeds (exit 1 of the

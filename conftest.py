@@ -191,13 +191,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             by_notebook.setdefault(item.parent, []).append(item)
             continue
         path = item.nodeid.split("::", 1)[0]
-        shared = _shared_fixture(item)
+        shared = _shared_fixture(item) if path.startswith("tests/") else None
         if shared is not None and path not in SHARED_FIXTURE_FILES:
             raise pytest.UsageError(
                 f"{path} has the {shared} fixture: add the file to SHARED_FIXTURE_FILES in"
                 " conftest.py, so that its tests share one xdist worker"
             )
-    compare = config.option.nbval and not config.option.nbval_lax
+    # Also loaded by the pytest that lesson 10 runs inside its kernel (ipytest), without nbval.
+    compare = getattr(config.option, "nbval", False) and not getattr(config.option, "nbval_lax", False)
     if not by_notebook or not compare:
         return
     result: list[pytest.Item] = []
