@@ -8,7 +8,9 @@ run`` stores them, must equal the committed file byte for byte, pictures include
 re-running a notebook leaves git clean. It reads the kernel's messages as nbval receives
 them and turns them into outputs as nbclient does (``nbformat.v4.output_from_msg``), so
 each notebook runs once for both checks, and never beside a second run of itself (lesson
-11 locks a DuckDB file next to itself).
+11 locks a DuckDB file next to itself). One difference from nbclient's run: nbval executes
+cells with ``store_history=False``, so a traceback may number its cell differently; no
+committed notebook stores an error output today.
 
 For pytest-xdist's ``--dist loadgroup`` (``make test``) it schedules the run itself (see
 :class:`CourseScheduling`): a notebook's items stay on one worker, and so do the tests of
