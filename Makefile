@@ -19,11 +19,14 @@ setup: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/jupyter lab --allow-root --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/lessons/00_why_queues.ipynb
 
-# Tests and notebooks run in parallel, one worker per core (pytest-xdist); `--dist loadfile`
-# keeps each file (a notebook's cells) on one worker. Two runs, so that a notebook's re-run
-# in tests/test_notebooks.py never overlaps its nbval run (lesson 11 locks a DuckDB file
-# next to itself). PYTEST_WORKERS=0 runs serially. The total time is printed last.
+# Tests and notebooks run in one pytest run, in parallel, one worker per core (pytest-xdist).
+# `--dist loadgroup` spreads the tests one by one and keeps together what conftest.py groups:
+# a notebook's cells (one kernel runs them in order) and the tests sharing a module-scoped
+# fixture. nbval runs each notebook once; conftest.py checks on that same run that it
+# reproduces the committed file byte for byte. PYTEST_WORKERS=0 runs serially;
+# PYTEST_ARGS="--durations=40" passes options to pytest. The total time is printed last.
 PYTEST_WORKERS ?= auto
+PYTEST_ARGS ?=
 
 test: $(STAMP)
 	@start=$$(date +%s); status=0; \
@@ -33,11 +36,10 @@ test: $(STAMP)
 
 test-steps: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks conftest.py
 	$(BIN)/mypy
 	$(BIN)/python -m jobqueue.teaching.exercises verify
-	$(BIN)/python -m pytest tests -n $(PYTEST_WORKERS) --dist loadfile
-	$(BIN)/python -m pytest lessons solutions --nbval --nbval-current-env -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest tests lessons solutions --nbval --nbval-current-env -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # make check EX=02_backoff : check one exercise; the last line is the PASS/FAIL verdict.
 # A FAIL verdict is an answer, not a broken command, so make itself succeeds (exit 1 of the

@@ -66,7 +66,8 @@ def make_class(submissions: Path) -> None:
     cells(tampered).remove(second)
     save(tampered, carol / "03_job_queue.ipynb")
     looping = notebook("exercises", "04_worker_retries")
-    tagged(looping, "answer")[0]["source"] = "while True:\n    pass"
+    # Endless, but asleep: a busy loop would take a core from the rest of the run for TIMEOUT_S.
+    tagged(looping, "answer")[0]["source"] = "import time\nwhile True:\n    time.sleep(0.5)"
     save(looping, carol / "04_worker_retries.ipynb")
 
     dave = submissions / "dave"
