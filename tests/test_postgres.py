@@ -277,6 +277,46 @@ def test_a_stale_ack_from_another_process_is_refused(pg_conninfo: str) -> None:
         assert queue.get("invoice-1") is not None  # still held by the second claim
 
 
+def test_only_claims_and_heartbeats_commit_without_waiting_for_the_disk(
+    queue: PostgresQueue, pg_conninfo: str
+) -> None:
+    # A statement trigger notes the setting each write of the queue's own connection runs
+    # under: the setting its transaction commits with.
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:
+        con.execute("CREATE TABLE seen (n serial, op text, sync text)")
+        con.execute(
+            """
+            CREATE FUNCTION note() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO seen (op, sync) VALUES (TG_OP, current_setting('synchronous_commit'));
+                RETURN NULL;
+            END $$
+            """
+        )
+        con.execute(
+            "CREATE TRIGGER note AFTER INSERT OR UPDATE OR DELETE ON jobqueue_jobs"
+            " FOR EACH STATEMENT EXECUTE FUNCTION note()"
+        )
+        queue.enqueue(RENDER_INVOICE, invoice(1))
+        lease = queue.claim()
+        assert lease is not None
+        queue.ack(queue.extend_lease(lease))
+        queue.enqueue(RENDER_INVOICE, invoice(2))
+        lease = queue.claim()
+        assert lease is not None
+        queue.fail(lease, "boom")
+        seen = con.execute("SELECT op, sync FROM seen ORDER BY n").fetchall()
+    assert seen == [
+        ("INSERT", "on"),  # enqueue
+        ("UPDATE", "off"),  # claim
+        ("UPDATE", "off"),  # extend_lease
+        ("DELETE", "on"),  # ack: the claim's setting ended with its transaction
+        ("INSERT", "on"),
+        ("UPDATE", "off"),
+        ("UPDATE", "on"),  # fail (a retry)
+    ]
+
+
 # -- wake-ups and lost connections -----------------------------------------------------
 
 

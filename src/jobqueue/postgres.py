@@ -20,6 +20,9 @@ and adds what a database server allows and a DuckDB file does not:
   and the queue share a database this replaces the outbox and its relay.
 - **Batches in one round trip**, with duplicate ids skipped (``ON CONFLICT DO NOTHING``);
   :meth:`PostgresQueue.enqueue_batch` says which jobs were added.
+- **Two synced commits per job**, its enqueue and its ack; a claim and a heartbeat commit
+  without waiting for the disk, since a claim lost in a crash only means a second run
+  (:meth:`PostgresQueue.claim_many` says what a crash can and cannot cost).
 
 The SQL lives in ``postgres.sql`` beside this module, one named block per statement, with
 a comment on each clause that matters. Tables are prefixed ``jobqueue_`` and created on
@@ -286,6 +289,22 @@ class PostgresQueue:
         Each claim counts as an attempt and hides its job for the visibility timeout. Jobs
         whose final attempt's lease ran out are dead-lettered on the way; a row that cannot
         be read back as a job is dead-lettered with the reason.
+
+        A claim commits without waiting for the disk (``synchronous_commit`` off for its own
+        transaction; :meth:`extend_lease` too), so a job costs two synced commits, its
+        enqueue and its ack, as in a bare ``SKIP LOCKED`` loop. What a server crash can then
+        cost: the claims of its last moments (at most three ``wal_writer_delay``, 0.6 s by
+        default) may be lost. Their jobs are back as they were, claimable at once with the
+        attempt uncounted, while the workers holding them may still run them: a second run,
+        which at-least-once delivery allows (``process_once`` makes it harmless). No job is
+        lost: its row is written by a synced enqueue and deleted only by a synced ack.
+        Fencing: the lease sequence may hand out a lost claim's number again (its WAL went
+        with the claim), and if the same job gets the same token, the old holder's ack or
+        fail is taken for the new holder's. The worst case is a job acked or failed while its
+        second run goes on (that run's ack is then refused as stale): a duplicate run, or a
+        dead letter to replay, never a lost job. A token stored in a row that survived the
+        crash cannot repeat: WAL is replayed in order, and the sequence's record precedes
+        the row that holds the token. (PostgreSQL's "Asynchronous Commit".)
 
         Raises:
             InvalidSettingError: if ``limit`` is not an int >= 1.

@@ -67,8 +67,9 @@ WITH wanted AS MATERIALIZED (
 SELECT wanted.id, added.id IS NOT NULL, old.*
 FROM wanted
 LEFT JOIN added ON added.id = wanted.id
-LEFT JOIN LATERAL (
+LEFT JOIN LATERAL (  -- OFFSET 0 keeps it a lookup by key, run only for a skipped id
     SELECT {job_columns} FROM jobqueue_jobs AS held WHERE held.id = wanted.id AND added.id IS NULL
+    OFFSET 0
 ) AS old ON true
 ORDER BY wanted.n;
 
@@ -81,7 +82,13 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)s::text[]);
 -- each other or get the same job. Keeping the pick in a CTE fences the planner: the
 -- LIMIT applies before the update, never to more rows. A due job whose final attempt's
 -- lease ran out (spent) is dead-lettered instead of claimed; the others are leased.
-WITH due AS (
+-- `no_disk_wait` makes this statement's own transaction commit without waiting for the
+-- WAL to reach the disk (synchronous_commit off, for this transaction only): a claim lost
+-- in a server crash leaves its job claimable again, which at-least-once allows (see
+-- PostgresQueue.claim_many). Enqueue and ack keep waiting for the disk.
+WITH no_disk_wait AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'off', true)
+), due AS (
     SELECT id AS due_id, visible_at AS due_visible_at, serial AS due_serial,
            attempts >= max_attempts AS spent
     FROM jobqueue_jobs
@@ -103,7 +110,7 @@ WITH due AS (
     RETURNING {job_columns}, lease_token, due_visible_at, due_serial
 )
 SELECT (SELECT count(*) FROM buried), claimed.*
-FROM (SELECT) AS one LEFT JOIN claimed ON true
+FROM no_disk_wait LEFT JOIN claimed ON true  -- one row even when nothing was claimed
 ORDER BY due_visible_at, due_serial;
 
 -- name: ack
@@ -141,8 +148,14 @@ SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL
 WHERE id = %(id)s AND died_at IS NULL;
 
 -- name: extend
+-- A heartbeat commits without waiting for the disk, as a claim does (`no_disk_wait`): an
+-- extension lost in a crash only leaves the shorter lease, and at worst a second run.
+WITH no_disk_wait AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'off', true)
+)
 UPDATE jobqueue_jobs
 SET leased_until = %(until)s, visible_at = greatest(run_at, %(until)s), serial = nextval('jobqueue_serial')
+FROM no_disk_wait
 WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
 RETURNING {job_columns};
 
