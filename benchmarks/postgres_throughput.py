@@ -46,6 +46,7 @@ import json
 import logging
 import multiprocessing
 import os
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -365,20 +366,26 @@ def main() -> None:
     def ratio(peer: str, batch: int) -> float:
         return min(rates["PostgresQueue", batch, w] / rates[peer, batch, w] for w in args.workers)
 
+    missed: list[str] = []
+
+    def goal(text: str, value: float, ok: bool) -> None:
+        print(f"  PostgresQueue {text}: {value:.2f}x, {verdict(ok)}")
+        if not ok:
+            missed.append(text)
+
     print("goals (the worst ratio over the worker counts):")
     vs_pgq = ratio("pgqueuer", 100)
-    print(f"  PostgresQueue >= pgqueuer at batch 100: {vs_pgq:.2f}x, {verdict(vs_pgq >= GOAL_VS_PGQUEUER)}")
+    goal(">= pgqueuer at batch 100", vs_pgq, vs_pgq >= GOAL_VS_PGQUEUER)
     for batch in BATCHES:
         vs_bare = ratio("bare psycopg loop", batch)
-        goal = f">= {GOAL_VS_BARE}x the bare loop at batch {batch}"
-        print(f"  PostgresQueue {goal}: {vs_bare:.2f}x, {verdict(vs_bare >= GOAL_VS_BARE)}")
+        goal(f">= {GOAL_VS_BARE}x the bare loop at batch {batch}", vs_bare, vs_bare >= GOAL_VS_BARE)
     if 1 in args.workers and 2 in args.workers:
         for batch in BATCHES:
             one, two = rates["PostgresQueue", batch, 1], rates["PostgresQueue", batch, 2]
-            print(
-                f"  PostgresQueue faster with 2 worker processes than 1 at batch {batch}:"
-                f" {two / one:.2f}x, {verdict(two > one)}"
-            )
+            goal(f"faster with 2 worker processes than 1 at batch {batch}", two / one, two > one)
+    if missed:
+        print(f"goals NOT met: {', '.join(missed)}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -318,6 +318,7 @@ class PostgresQueue:
                 rows = con.execute(
                     SQL["claim"],
                     {"now": now, "until": now + self.visibility_timeout_s, "limit": limit - len(leases)},
+                    prepare=True,  # the queue's own connection (see _prepare)
                 ).fetchall()
                 buried = rows[0][0]
                 for row in rows:  # the count of buried jobs, a job row, its token, its old order
@@ -614,6 +615,7 @@ class PostgresQueue:
                 "cap_s": policy.backoff.cap_s,
                 "now": now,
             },
+            prepare=self._prepare(con),
         ).fetchall()
         again = []
         for (index, wanted, payload), (job_id, added, *old) in zip(rows, found, strict=True):
@@ -688,8 +690,20 @@ class PostgresQueue:
         rows = con.execute(
             SQL["ack"],
             {"ids": [lease.job.id for lease in leases], "tokens": [lease.token for lease in leases]},
+            prepare=self._prepare(con),
         ).fetchall()
         return {row[0] for row in rows}
+
+    def _prepare(self, con: psycopg.Connection[Any]) -> bool | None:
+        """Whether to prepare a hot statement (enqueue, claim, ack) on ``con`` from its first run.
+
+        On the queue's own connection, yes: psycopg would prepare it only at its sixth run,
+        and until then the server plans the statement's CTEs afresh every time (measured:
+        0.8 ms to plan a claim of 100 jobs that took 2 ms to run), and a worker that claims
+        a few batches never gets there. On a caller's connection (``conn=``), psycopg's
+        setting decides (it may be off, for a pooler that cannot keep prepared statements).
+        """
+        return True if con is self._con else None
 
     def _record(self, *, done: int, failed: int) -> None:
         """Count committed outcomes in memory; write them to the table once a second."""
