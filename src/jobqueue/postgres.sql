@@ -116,10 +116,15 @@ FROM no_disk_wait LEFT JOIN claimed ON true  -- one row even when nothing was cl
 ORDER BY due_visible_at, due_serial;
 
 -- name: ack
--- The token alone is never trusted: it must be the current lease of that very job.
+-- The token alone is never trusted: it must be the current lease of that very job. A dead
+-- job holds no token (every statement that dead-letters a job clears it), so the token
+-- match leaves dead jobs alone without `died_at IS NULL`, which would lead the planner
+-- astray: on a table not yet analysed it guesses that condition true of 1 row in 200, and
+-- then reads every live job through the claim index and hashes them, on every ack.
+-- `job.id = ANY(...)` finds the rows by primary key.
 DELETE FROM jobqueue_jobs AS job
 USING unnest(%(ids)b::text[], %(tokens)b::text[]) AS held (id, token)
-WHERE job.id = held.id AND job.lease_token = held.token AND job.died_at IS NULL
+WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
 RETURNING job.lease_token;
 
 -- name: holder
