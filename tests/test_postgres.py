@@ -335,6 +335,30 @@ async def _notify_wakes_a_waiting_worker(queue: PostgresQueue, pg_conninfo: str)
     assert await asyncio.wait_for(waiting, 10) is True  # long before the 30 s timeout
 
 
+def test_an_enqueue_notifies_once_it_is_committed_and_never_if_rolled_back(
+    queue: PostgresQueue, pg_conninfo: str
+) -> None:
+    def heard(listener: psycopg.Connection[Any]) -> int:
+        return len(list(listener.notifies(timeout=0.3)))
+
+    with (
+        psycopg.connect(pg_conninfo, autocommit=True) as listener,
+        psycopg.connect(pg_conninfo) as shop,
+    ):
+        listener.execute("LISTEN jobqueue_jobs")
+        queue.enqueue(RENDER_INVOICE, invoice(1))  # the queue's own connection
+        assert heard(listener) == 1
+        queue.enqueue(RENDER_INVOICE, invoice(1), id="invoice-1", conn=shop)  # the caller's transaction
+        assert heard(listener) == 0  # not yet committed
+        shop.commit()
+        assert heard(listener) == 1
+        queue.enqueue(RENDER_INVOICE, invoice(2), id="invoice-2", conn=shop)
+        shop.rollback()
+        assert heard(listener) == 0
+        queue.enqueue(RENDER_INVOICE, invoice(1), id="invoice-1")  # held already: nothing added
+        assert heard(listener) == 0
+
+
 def test_a_runner_starts_a_new_job_at_the_notify_not_at_its_next_poll(pg_conninfo: str) -> None:
     asyncio.run(_a_runner_starts_a_new_job_at_the_notify_not_at_its_next_poll(pg_conninfo))
 

@@ -12,7 +12,7 @@ and adds what a database server allows and a DuckDB file does not:
   the job's id in the same statement as the ack, fail, extension or release: a worker
   whose lease ran out and was claimed again elsewhere is refused
   (:class:`~jobqueue.errors.StaleLeaseError`), wherever it runs.
-- **Wake-ups.** Every enqueue sends ``NOTIFY jobqueue_jobs`` at commit;
+- **Wake-ups.** Every enqueue sends ``NOTIFY jobqueue_jobs`` once it commits;
   :meth:`PostgresQueue.wait_for_work` returns as soon as one arrives, so a
   :class:`~jobqueue.runner.Runner` starts a new job at once instead of at its next poll.
 - **Transactional enqueue.** Pass your own psycopg connection (``conn=``) and the job is
@@ -270,6 +270,8 @@ class PostgresQueue:
         with self._connection(conn) as con:
             while rows:  # more than once only when a fresh id was taken meanwhile
                 rows = self._insert(con, job_type, [(i, wanted[i], data[i]) for i in rows], results)
+            if con is self._con and any(entry.added for entry in results.values()):
+                con.execute(SQL["notify"], prepare=True)  # after the commit (see postgres.sql)
         for index, job_id in enumerate(wanted):
             if index not in results:  # a repeated id: the first copy's record, not added by it
                 assert job_id is not None
@@ -614,6 +616,7 @@ class PostgresQueue:
                 "base_s": policy.backoff.base_s,
                 "cap_s": policy.backoff.cap_s,
                 "now": now,
+                "notify": con is not self._con,  # in the caller's transaction: at its commit
             },
             prepare=self._prepare(con),
         ).fetchall()

@@ -64,7 +64,9 @@ WITH wanted AS MATERIALIZED (
     SELECT id, %(type)s, payload, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s
     FROM wanted ORDER BY n
     ON CONFLICT (id) DO NOTHING
-    RETURNING id, pg_notify('jobqueue_jobs', '')  -- wakes listening workers at commit
+    -- In the caller's transaction (notify true) this wakes listening workers at its commit;
+    -- on the queue's own connection the `notify` statement does it, just after.
+    RETURNING id, CASE WHEN %(notify)s THEN pg_notify('jobqueue_jobs', '') END
 )
 SELECT wanted.id, added.id IS NOT NULL, old.*
 FROM wanted
@@ -74,6 +76,14 @@ LEFT JOIN LATERAL (  -- OFFSET 0 keeps it a lookup by key, run only for a skippe
     OFFSET 0
 ) AS old ON true
 ORDER BY wanted.n;
+
+-- name: notify
+-- Wakes listening workers once the queue's own enqueue has committed, in a transaction of
+-- its own that does not wait for the disk (a lost notification is a hint lost: workers
+-- poll). Inside the enqueue it would cost concurrency: PostgreSQL serialises the commits
+-- of transactions that notify (one lock for the whole server, held until the commit is on
+-- disk), so producers enqueueing at once would take turns at the disk.
+SELECT set_config('synchronous_commit', 'off', true), pg_notify('jobqueue_jobs', '');
 
 -- name: find
 SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
