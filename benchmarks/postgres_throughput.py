@@ -2,11 +2,16 @@
 
 One run, one server (``JOBQUEUE_DATABASE_URL``, else the course's local embedded server,
 :func:`jobqueue.teaching.postgres_server.database_url`), with the server's own settings:
-``fsync`` and ``synchronous_commit`` are printed and must be on, so every commit of every
-queue waits for the disk. Each row gets a fresh database on that server and the same
+``fsync`` and ``synchronous_commit`` are printed and must be on, so a commit waits for the
+disk unless a queue asks otherwise for its own transaction: PostgresQueue's claims do
+(``synchronous_commit`` off, as a claim lost in a crash means a second run, never a lost
+job), so each of its jobs waits for two commits, its enqueue and its ack, as in the bare
+loop. Each row gets a fresh database on that server and the same
 ``--jobs`` jobs, each with the payload ``{"order_id": i, "email": "customer@example.com"}``.
 
-A row is one queue at one batch size with 1, 2 or 4 worker processes. Each process opens
+A row is one queue at one batch size with 1, 2 or 4 worker processes, run ``--rounds``
+times (default 3) with the four queues taking turns; the median of its rounds counts, so
+that a burst of load from elsewhere on the machine costs one round, not one queue's row. Each process opens
 its connection, then (timed from here) enqueues its share of the jobs in batches, waits
 for the others to finish enqueueing, and claims and acks until nothing is left. The clock
 runs from the common start to the last process's last ack, so a row's jobs/s is for
@@ -15,8 +20,8 @@ enqueue + claim + ack. Every row checks afterwards that every job was acked exac
 The four queues, each in its plainest form:
 
 - ``PostgresQueue``: ``enqueue`` / ``claim`` / ``ack`` at batch 1; ``enqueue_many``,
-  ``claim_many(batch)``, ``ack_many`` at batch 100 (a claim is one CTE statement with
-  ``FOR UPDATE SKIP LOCKED``; an ack deletes the job).
+  ``claim_many(batch)``, ``ack_many`` at batch 100 (one statement each: a claim is one CTE
+  with ``FOR UPDATE SKIP LOCKED`` that also writes the lease, an ack deletes the job).
 - pgqueuer (its ``Queries`` layer, what its own worker calls): ``enqueue`` with lists,
   ``dequeue(batch_size=batch)``, ``log_jobs(... "successful")``; default ``durable``
   tables (all logged).
@@ -33,9 +38,17 @@ The four queues, each in its plainest form:
 Prints jobs/s per row, PostgresQueue's ratio to pgqueuer and to the bare loop beside it,
 and the goals, each marked met or not met: PostgresQueue at least pgqueuer at batch 100;
 at least 0.7x the bare loop at batch 1 and at batch 100; faster with 2 worker processes
-than with 1. Run: ``make bench`` or
-``.venv/bin/python benchmarks/postgres_throughput.py [--jobs N] [--workers 1 2 4]``; pgqueuer
-and procrastinate come with the ``bench`` extra (``pip install -e '.[bench]'``).
+than with 1; it exits with status 1 when one is missed (``benchmarks/README.md``, "Exit
+status"). Run: ``make bench`` or
+``.venv/bin/python benchmarks/postgres_throughput.py [--jobs N] [--workers 1 2 4] [--rounds R]``;
+pgqueuer and procrastinate come with the ``bench`` extra (``pip install -e '.[bench]'``).
+
+Measured on 2 cores shared with other work (PostgreSQL 18.6 embedded, 1,000 jobs, 3 rounds),
+two runs, PostgresQueue against the bare loop with 1 / 2 / 4 worker processes: batch 1
+0.66 / 0.62 / 0.50x and 0.57 / 0.75 / 1.05x; batch 100 0.54 / 0.46 / 0.60x and 0.58 / 0.52 /
+0.44x; against pgqueuer at batch 100 1.31x and 1.16x. The 0.7x goal is not met at batch
+100: what is left is the claim's UPDATE (a new row version and two index entries per job,
+where the bare loop only locks), about four times the bare loop's server time per job.
 """
 
 from __future__ import annotations
@@ -46,6 +59,8 @@ import json
 import logging
 import multiprocessing
 import os
+import statistics
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -339,10 +354,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--jobs", type=int, default=1_000, help="jobs per row (default 1,000)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="worker processes")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="runs of each row, the queues taking turns; the median counts"
+    )
     args = parser.parse_args()
     server_url = database_url()
     print(f"{server_settings(server_url)}; {args.jobs:,} jobs a row; {os.cpu_count()} CPU cores")
-    print("jobs/s for enqueue + claim + ack, from the first enqueue to the last ack")
+    print(
+        "jobs/s for enqueue + claim + ack, from the first enqueue to the last ack;"
+        f" median of {args.rounds} rounds, the queues taking turns"
+    )
     rates: dict[tuple[str, int, int], float] = {}
     header = (
         f"{'queue':<19}  {'batch':>5}  {'workers':>7}  {'jobs/s':>8}  {'vs pgqueuer':>11}  {'vs bare':>7}"
@@ -350,8 +371,12 @@ def main() -> None:
     print(header)
     for batch in BATCHES:
         for workers in args.workers:
+            samples: dict[str, list[float]] = {name: [] for name in QUEUES}
+            for _ in range(args.rounds):  # a burst of load elsewhere hits one round, not one queue
+                for name in QUEUES:
+                    samples[name].append(run_row(server_url, name, args.jobs, batch, workers))
             for name in QUEUES:
-                rates[name, batch, workers] = run_row(server_url, name, args.jobs, batch, workers)
+                rates[name, batch, workers] = statistics.median(samples[name])
             for name in QUEUES:
                 rate = rates[name, batch, workers]
                 ratios = ""
@@ -365,20 +390,26 @@ def main() -> None:
     def ratio(peer: str, batch: int) -> float:
         return min(rates["PostgresQueue", batch, w] / rates[peer, batch, w] for w in args.workers)
 
+    missed: list[str] = []
+
+    def goal(text: str, value: float, ok: bool) -> None:
+        print(f"  PostgresQueue {text}: {value:.2f}x, {verdict(ok)}")
+        if not ok:
+            missed.append(text)
+
     print("goals (the worst ratio over the worker counts):")
     vs_pgq = ratio("pgqueuer", 100)
-    print(f"  PostgresQueue >= pgqueuer at batch 100: {vs_pgq:.2f}x, {verdict(vs_pgq >= GOAL_VS_PGQUEUER)}")
+    goal(">= pgqueuer at batch 100", vs_pgq, vs_pgq >= GOAL_VS_PGQUEUER)
     for batch in BATCHES:
         vs_bare = ratio("bare psycopg loop", batch)
-        goal = f">= {GOAL_VS_BARE}x the bare loop at batch {batch}"
-        print(f"  PostgresQueue {goal}: {vs_bare:.2f}x, {verdict(vs_bare >= GOAL_VS_BARE)}")
+        goal(f">= {GOAL_VS_BARE}x the bare loop at batch {batch}", vs_bare, vs_bare >= GOAL_VS_BARE)
     if 1 in args.workers and 2 in args.workers:
         for batch in BATCHES:
             one, two = rates["PostgresQueue", batch, 1], rates["PostgresQueue", batch, 2]
-            print(
-                f"  PostgresQueue faster with 2 worker processes than 1 at batch {batch}:"
-                f" {two / one:.2f}x, {verdict(two > one)}"
-            )
+            goal(f"faster with 2 worker processes than 1 at batch {batch}", two / one, two > one)
+    if missed:
+        print(f"goals NOT met: {', '.join(missed)}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -280,6 +280,46 @@ def test_a_stale_ack_from_another_process_is_refused(pg_conninfo: str) -> None:
         assert queue.get("invoice-1") is not None  # still held by the second claim
 
 
+def test_only_claims_and_heartbeats_commit_without_waiting_for_the_disk(
+    queue: PostgresQueue, pg_conninfo: str
+) -> None:
+    # A statement trigger notes the setting each write of the queue's own connection runs
+    # under: the setting its transaction commits with.
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:
+        con.execute("CREATE TABLE seen (n serial, op text, sync text)")
+        con.execute(
+            """
+            CREATE FUNCTION note() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO seen (op, sync) VALUES (TG_OP, current_setting('synchronous_commit'));
+                RETURN NULL;
+            END $$
+            """
+        )
+        con.execute(
+            "CREATE TRIGGER note AFTER INSERT OR UPDATE OR DELETE ON jobqueue_jobs"
+            " FOR EACH STATEMENT EXECUTE FUNCTION note()"
+        )
+        queue.enqueue(RENDER_INVOICE, invoice(1))
+        lease = queue.claim()
+        assert lease is not None
+        queue.ack(queue.extend_lease(lease))
+        queue.enqueue(RENDER_INVOICE, invoice(2))
+        lease = queue.claim()
+        assert lease is not None
+        queue.fail(lease, "boom")
+        seen = con.execute("SELECT op, sync FROM seen ORDER BY n").fetchall()
+    assert seen == [
+        ("INSERT", "on"),  # enqueue
+        ("UPDATE", "off"),  # claim
+        ("UPDATE", "off"),  # extend_lease
+        ("DELETE", "on"),  # ack: the claim's setting ended with its transaction
+        ("INSERT", "on"),
+        ("UPDATE", "off"),
+        ("UPDATE", "on"),  # fail (a retry)
+    ]
+
+
 # -- wake-ups and lost connections -----------------------------------------------------
 
 
@@ -296,6 +336,30 @@ async def _notify_wakes_a_waiting_worker(queue: PostgresQueue, pg_conninfo: str)
     with PostgresQueue(pg_conninfo) as producer:  # another connection, as another process would use
         producer.enqueue(RENDER_INVOICE, invoice(1))
     assert await asyncio.wait_for(waiting, 10) is True  # long before the 30 s timeout
+
+
+def test_an_enqueue_notifies_once_it_is_committed_and_never_if_rolled_back(
+    queue: PostgresQueue, pg_conninfo: str
+) -> None:
+    def heard(listener: psycopg.Connection[Any]) -> int:
+        return len(list(listener.notifies(timeout=0.3)))
+
+    with (
+        psycopg.connect(pg_conninfo, autocommit=True) as listener,
+        psycopg.connect(pg_conninfo) as shop,
+    ):
+        listener.execute("LISTEN jobqueue_jobs")
+        queue.enqueue(RENDER_INVOICE, invoice(1))  # the queue's own connection
+        assert heard(listener) == 1
+        queue.enqueue(RENDER_INVOICE, invoice(1), id="invoice-1", conn=shop)  # the caller's transaction
+        assert heard(listener) == 0  # not yet committed
+        shop.commit()
+        assert heard(listener) == 1
+        queue.enqueue(RENDER_INVOICE, invoice(2), id="invoice-2", conn=shop)
+        shop.rollback()
+        assert heard(listener) == 0
+        queue.enqueue(RENDER_INVOICE, invoice(1), id="invoice-1")  # held already: nothing added
+        assert heard(listener) == 0
 
 
 def test_a_runner_starts_a_new_job_at_the_notify_not_at_its_next_poll(pg_conninfo: str) -> None:
@@ -546,6 +610,28 @@ def test_a_claim_reads_the_claim_index_in_order_and_stops_at_its_limit(
         "->  LockRows",
         "->  Index Scan using jobqueue_jobs_claim on jobqueue_jobs",
     ], plan
+
+
+def test_an_ack_finds_its_jobs_by_key_on_a_table_never_analysed(
+    queue: PostgresQueue, pg_conninfo: str
+) -> None:
+    from jobqueue.postgres import SQL
+
+    for start in range(0, 2_000, 100):  # batches, as producers send them
+        queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(start, start + 100)])
+    leases = queue.claim_many(10)
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:  # no ANALYZE: a young queue
+        plan = "\n".join(
+            row[0]
+            for row in con.execute(
+                "EXPLAIN " + SQL["ack"],
+                {"ids": [lease.job.id for lease in leases], "tokens": [lease.token for lease in leases]},
+            )
+        )
+    # Not every live job read through the claim index and hashed (the planner's guess for
+    # died_at IS NULL without statistics is 1 row in 200): the ten rows, by primary key.
+    assert "jobqueue_jobs_claim" not in plan, plan
+    assert "on jobqueue_jobs_pkey" in plan, plan
 
 
 # -- the same figures as the in-memory queue ------------------------------------------

@@ -12,6 +12,7 @@ Introduced in lesson 11.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -74,10 +75,7 @@ def job_from_row(row: Sequence[Any]) -> Job:
             values["attempts"],
             "an int >= 0",
         )
-        policy = RetryPolicy(
-            max_attempts=values["max_attempts"],
-            backoff=Backoff(base_s=values["base_s"], cap_s=values["cap_s"]),
-        )
+        policy = _policy(values["max_attempts"], values["base_s"], values["cap_s"])
         _check(_is_time(values["run_at"]), "run_at", values["run_at"], "a finite time")
         for name in ("leased_until", "leased_at"):
             _check(
@@ -159,6 +157,21 @@ def salvage(row: Sequence[Any], error: CorruptJobError) -> Job:
         expires_at=_time_or_none(values["expires_at"]),
         expires_after_s=_time_or_none(values["expires_after_s"]),
     )
+
+
+@functools.lru_cache(maxsize=256, typed=True)
+def _policy(max_attempts: Any, base_s: Any, cap_s: Any) -> RetryPolicy:
+    """The checked policy of a row's three retry columns, built once per distinct trio.
+
+    The rows of one batch nearly always share their job type's policy, and building and
+    checking a policy costs more than the rest of a row. ``typed=True`` keeps ``1`` and
+    ``True`` (or ``1`` and ``1.0``) apart, so a cached check never vouches for another type;
+    an invalid trio raises every time (exceptions are not cached).
+
+    Raises:
+        InvalidSettingError: if the values cannot make a :class:`RetryPolicy`.
+    """
+    return RetryPolicy(max_attempts=max_attempts, backoff=Backoff(base_s=base_s, cap_s=cap_s))
 
 
 def _check(ok: bool, name: str, value: object, wanted: str) -> None:

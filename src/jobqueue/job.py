@@ -175,7 +175,10 @@ class JobType(Generic[P]):
             raise PayloadError(
                 f"payload {payload!r} of job type {self.name!r} is not JSON-serialisable: {exc}"
             ) from exc
-        where = _non_finite(self._adapter.dump_python(payload, warnings=False))
+        # A NaN or infinity dumps as null (or as NaN/Infinity where a model asks for that):
+        # only such a text needs the walk that finds the field (most payloads skip it).
+        suspect = "null" in data or "NaN" in data or "Infinity" in data
+        where = _non_finite(self._adapter.dump_python(payload, warnings=False)) if suspect else None
         if where is not None:
             field_name, value = where
             raise PayloadError(

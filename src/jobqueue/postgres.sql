@@ -4,6 +4,8 @@
 -- {job_columns} and {dead_columns} stand for the select lists every backend reads rows with
 -- (filled in when this file is loaded, from jobqueue's one row-to-Job conversion), and
 -- {expiry_reason} for the last_error of a job dead-lettered past its deadline.
+-- Arrays of text go as %(name)b, in binary: psycopg sends each string as it is, where the
+-- text form would quote and escape every element in Python (slower than the statement).
 -- One table holds live and dead jobs (died_at is NULL while a job lives), so the primary
 -- key alone keeps an id unique across waiting, leased and dead jobs, even between processes.
 
@@ -73,7 +75,7 @@ SELECT EXISTS (SELECT FROM pg_tables WHERE schemaname = current_schema() AND tab
 -- anyone); `old` is what this statement's snapshot shows of a skipped id.
 WITH wanted AS MATERIALIZED (
     SELECT n, coalesce(id, 'job-' || nextval('jobqueue_job_id')) AS id, payload
-    FROM unnest(%(ids)s::text[], %(payloads)s::text[]) WITH ORDINALITY AS w (id, payload, n)
+    FROM unnest(%(ids)b::text[], %(payloads)b::text[]) WITH ORDINALITY AS w (id, payload, n)
 ), added AS (
     INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, run_at, visible_at,
                                priority, expires_at, expires_after_s)
@@ -81,18 +83,29 @@ WITH wanted AS MATERIALIZED (
            %(priority)s, %(expires_at)s, %(expires_after_s)s
     FROM wanted ORDER BY n
     ON CONFLICT (id) DO NOTHING
-    RETURNING id, pg_notify('jobqueue_jobs', '')  -- wakes listening workers at commit
+    -- In the caller's transaction (notify true) this wakes listening workers at its commit;
+    -- on the queue's own connection the `notify` statement does it, just after.
+    RETURNING id, CASE WHEN %(notify)s THEN pg_notify('jobqueue_jobs', '') END
 )
 SELECT wanted.id, added.id IS NOT NULL, old.*
 FROM wanted
 LEFT JOIN added ON added.id = wanted.id
-LEFT JOIN LATERAL (
+LEFT JOIN LATERAL (  -- OFFSET 0 keeps it a lookup by key, run only for a skipped id
     SELECT {job_columns} FROM jobqueue_jobs AS held WHERE held.id = wanted.id AND added.id IS NULL
+    OFFSET 0
 ) AS old ON true
 ORDER BY wanted.n;
 
+-- name: notify
+-- Wakes listening workers once the queue's own enqueue has committed, in a transaction of
+-- its own that does not wait for the disk (a lost notification is a hint lost: workers
+-- poll). Inside the enqueue it would cost concurrency: PostgreSQL serialises the commits
+-- of transactions that notify (one lock for the whole server, held until the commit is on
+-- disk), so producers enqueueing at once would take turns at the disk.
+SELECT set_config('synchronous_commit', 'off', true), pg_notify('jobqueue_jobs', '');
+
 -- name: find
-SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)s::text[]);
+SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 
 -- name: claim
 -- The `due` CTE picks the due jobs of highest priority, claimable longest among equals, in
@@ -101,7 +114,13 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)s::text[]);
 -- CTE fences the planner: the LIMIT applies before the update, never to more rows. A due
 -- job whose final attempt's lease ran out (spent), or whose deadline has passed (expired,
 -- no attempt used), is dead-lettered instead of claimed; the others are leased.
-WITH due AS (
+-- `no_disk_wait` makes this statement's own transaction commit without waiting for the
+-- WAL to reach the disk (synchronous_commit off, for this transaction only): a claim lost
+-- in a server crash leaves its job claimable again, which at-least-once allows (see
+-- PostgresQueue.claim_many). Enqueue and ack keep waiting for the disk.
+WITH no_disk_wait AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'off', true)
+), due AS (
     SELECT id AS due_id, priority AS due_priority, visible_at AS due_visible_at, serial AS due_serial,
            attempts >= max_attempts AS spent, coalesce(expires_at < %(now)s, false) AS expired
     FROM jobqueue_jobs
@@ -125,14 +144,19 @@ WITH due AS (
     RETURNING {job_columns}, lease_token, due_priority, due_visible_at, due_serial
 )
 SELECT (SELECT count(*) FROM buried), claimed.*
-FROM (SELECT) AS one LEFT JOIN claimed ON true
+FROM no_disk_wait LEFT JOIN claimed ON true  -- one row even when nothing was claimed
 ORDER BY due_priority DESC, due_visible_at, due_serial;
 
 -- name: ack
--- The token alone is never trusted: it must be the current lease of that very job.
+-- The token alone is never trusted: it must be the current lease of that very job. A dead
+-- job holds no token (every statement that dead-letters a job clears it), so the token
+-- match leaves dead jobs alone without `died_at IS NULL`, which would lead the planner
+-- astray: on a table not yet analysed it guesses that condition true of 1 row in 200, and
+-- then reads every live job through the claim index and hashes them, on every ack.
+-- `job.id = ANY(...)` finds the rows by primary key.
 DELETE FROM jobqueue_jobs AS job
-USING unnest(%(ids)s::text[], %(tokens)s::text[]) AS held (id, token)
-WHERE job.id = held.id AND job.lease_token = held.token AND job.died_at IS NULL
+USING unnest(%(ids)b::text[], %(tokens)b::text[]) AS held (id, token)
+WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
 RETURNING job.lease_token;
 
 -- name: holder
@@ -164,8 +188,14 @@ SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL
 WHERE id = %(id)s AND died_at IS NULL;
 
 -- name: extend
+-- A heartbeat commits without waiting for the disk, as a claim does (`no_disk_wait`): an
+-- extension lost in a crash only leaves the shorter lease, and at worst a second run.
+WITH no_disk_wait AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'off', true)
+)
 UPDATE jobqueue_jobs
 SET leased_until = %(until)s, visible_at = greatest(run_at, %(until)s), serial = nextval('jobqueue_serial')
+FROM no_disk_wait
 WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
 RETURNING {job_columns};
 
