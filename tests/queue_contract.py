@@ -3,7 +3,7 @@
 :func:`queue_state_machine` builds a hypothesis ``RuleBasedStateMachine`` that drives a
 queue through random runs of enqueue, claim, ack, fail (transient and permanent), release
 (a worker gives its job back unrun at shutdown, lesson 11, or defers it for an open
-circuit breaker with ``delay_s``, lesson 15), crash (a worker drops its lease without
+circuit breaker with ``delay_s``, lesson 14), crash (a worker drops its lease without
 acking), advance (the manual clock) and replay, next to a small model of what each job
 should be. A release must leave the job waiting, due after its ``delay_s`` (now if 0),
 with the released attempt not counted. After every step it checks the invariants:
@@ -15,7 +15,7 @@ with the released attempt not counted. After every step it checks the invariants
   ``StaleLeaseError`` and changes nothing;
 - attempts never exceed the job's ``max_attempts``;
 - a job dies only after its last attempt, a permanent error, the expiry of its final
-  lease, or (lesson 14) when a claim meets it waiting past its deadline: then it is
+  lease, or (lesson 13) when a claim meets it waiting past its deadline: then it is
   dead-lettered unrun, ``last_error`` starting ``"expired"``, no attempt used;
 - a claim hands out the due job of highest priority, the one claimable longest (then the
   one stored first) among equals, and buries exactly the unrunnable jobs in front of it;

@@ -1,7 +1,7 @@
 """The course in a real browser: JupyterLab in headless Chromium, driven by Playwright.
 
 Runs lesson 02 (the backoff picture appears; the explorer's summary follows its controls)
-and takes the lesson 17 quiz to a verdict, on a throwaway copy of the course. Screenshots
+and takes the lesson 16 quiz to a verdict, on a throwaway copy of the course. Screenshots
 land in screenshots/ (git-ignored). Needs /usr/bin/chromium (or $JOBQUEUE_CHROMIUM) and
 the `playwright` package; without either the tests skip and say which piece is missing.
 """
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "screenshots"
 LESSON_02 = "lessons/02_backoff.ipynb"
-QUIZ_LESSON = "lessons/17_test_yourself.ipynb"
+QUIZ_LESSON = "lessons/16_test_yourself.ipynb"
 VERDICT = re.compile(r"\b(PASS|FAIL)\b\D*\d+\s*(of|/)\s*\d+")
 
 

@@ -1,4 +1,4 @@
-"""Lesson 13: the ``jobqueue`` command line on a PostgreSQL URL.
+"""Lesson 12: the ``jobqueue`` command line on a PostgreSQL URL.
 
 Two real worker processes share one queue (each job done once, both doing some), and
 ``stats``, ``dead`` and ``replay`` take the URL while nothing holds a file.

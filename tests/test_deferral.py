@@ -1,4 +1,4 @@
-"""A worker defers jobs while their dependency's circuit breaker is open (lesson 15).
+"""A worker defers jobs while their dependency's circuit breaker is open (lesson 14).
 
 A handler guarded by a :class:`CircuitBreaker` raises :class:`CircuitOpenError` while the
 breaker is open. The worker (and a :class:`Runner`, which settles through it) does not

@@ -16,7 +16,7 @@ Checked here, against :class:`jobqueue.durable.DurableQueue` on a real file:
   acks the rest in one transaction); ``release``;
 - ``metrics(window_s)`` on a scene built by hand, before and after a reopen;
 - bad settings and windows are refused with the value named.
-- priorities and deadlines (lesson 14): the scene of ``tests/test_queue.py`` gives what
+- priorities and deadlines (lesson 13): the scene of ``tests/test_queue.py`` gives what
   the in-memory queue gives and survives a reopen; a file without their columns gains
   them; claims order by priority after a reopen and a replay; a corrupt priority is
   dead-lettered naming it.
@@ -666,7 +666,7 @@ def test_enqueue_many_with_fresh_ids_gives_equal_payloads_ids_in_order(path: Pat
         assert queue.enqueue_many(RENDER_INVOICE, []) == []
 
 
-# -- priorities and deadlines (lesson 14) ---------------------------------------------
+# -- priorities and deadlines (lesson 13) ---------------------------------------------
 
 
 def test_the_priority_and_deadline_scene_matches_the_in_memory_queues(path: Path) -> None:

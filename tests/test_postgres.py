@@ -657,7 +657,7 @@ def test_metrics_of_the_metrics_scene_equal_the_in_memory_queues(
         assert queue.dead_letters() == memory.dead_letters()
 
 
-# -- priorities and deadlines (lesson 14) ---------------------------------------------
+# -- priorities and deadlines (lesson 13) ---------------------------------------------
 
 
 def test_the_priority_and_deadline_scene_matches_the_in_memory_queues(queue: PostgresQueue) -> None:
@@ -677,7 +677,7 @@ def test_tables_of_version_2_are_migrated_and_keep_their_jobs(pg_conninfo: str) 
     clock = ManualClock(T0)
     with PostgresQueue(pg_conninfo, clock=clock) as queue:
         queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2)], ids=["old-1", "old-2"])
-    with psycopg.connect(pg_conninfo, autocommit=True) as con:  # back to lesson 13's tables
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:  # back to lesson 12's tables
         con.execute(
             "ALTER TABLE jobqueue_jobs DROP COLUMN priority, DROP COLUMN expires_at,"
             " DROP COLUMN expires_after_s"

@@ -728,7 +728,7 @@ def test_a_job_due_when_stored_is_not_handed_out_early_after_the_clock_steps_bac
     assert lease is not None and lease.job.id == "at-10"
 
 
-# -- priorities and deadlines (lesson 14) ---------------------------------------------
+# -- priorities and deadlines (lesson 13) ---------------------------------------------
 
 LOGIN_CODE = JobType("send_login_code", ReceiptPayload, priority=5, expires_after_s=600)
 

@@ -1,4 +1,4 @@
-"""The question bank of lesson 17 and the quiz that draws from it.
+"""The question bank of lesson 16 and the quiz that draws from it.
 
 Every predict answer is what its snippet really prints; every code question's reference
 passes its check while the starter and a plausible wrong answer fail it; the quiz draws,

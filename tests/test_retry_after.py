@@ -1,4 +1,4 @@
-"""Retry-After honoured, and ``release(delay_s)``, on every backend (lesson 15).
+"""Retry-After honoured, and ``release(delay_s)``, on every backend (lesson 14).
 
 - :class:`RetryAfterError` validates its wait; :func:`parse_retry_after` reads both forms
   of the header (RFC 9110, section 10.2.3) and refuses anything else, naming it;

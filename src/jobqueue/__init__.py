@@ -5,12 +5,12 @@ Built one piece per lesson of the course in ``lessons/``; notebooks do
 modules of their own: :mod:`jobqueue.db`, :mod:`jobqueue.idempotency`,
 :mod:`jobqueue.outbox`; so is :mod:`jobqueue.fanout`. Lesson 11 adds
 :class:`DurableQueue` (jobs in a DuckDB file), :class:`Runner` (a worker service) and
-:class:`QueueMetrics`; :mod:`jobqueue.cli` is the ``jobqueue`` command line. Lesson 13 adds
+:class:`QueueMetrics`; :mod:`jobqueue.cli` is the ``jobqueue`` command line. Lesson 12 adds
 :class:`PostgresQueue` (jobs in PostgreSQL, shared by many processes; needs ``psycopg``,
-imported on first use). Lesson 15 adds :class:`CircuitBreaker` (with
+imported on first use). Lesson 14 adds :class:`CircuitBreaker` (with
 :class:`CircuitOpenError`, on which a worker defers a job without spending an attempt),
 :class:`RetryBudget`, and :class:`RetryAfterError` (a retry scheduled when the dependency
-asked, see :func:`parse_retry_after`); lesson 16 the chaos tests' history checker,
+asked, see :func:`parse_retry_after`); lesson 15 the chaos tests' history checker,
 :class:`History` and :func:`check_history`. ``jobqueue.shop`` and
 ``jobqueue.shop_db`` are the course's running example, and ``jobqueue.teaching`` holds
 course helpers only.

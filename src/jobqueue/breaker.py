@@ -31,7 +31,7 @@ While the breaker is open the handler raises :class:`CircuitOpenError` (defined 
 ``delay_s``; the event's outcome is ``"deferred"``), so an outage of one dependency does
 not push its jobs into the dead-letter queue.
 
-Introduced in lesson 15.
+Introduced in lesson 14.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class CircuitBreaker:
     code that cannot use a block, :meth:`before_call` then :meth:`record_success` or
     :meth:`record_failure` do the same in three steps.
 
-    Introduced in lesson 15.
+    Introduced in lesson 14.
     """
 
     def __init__(

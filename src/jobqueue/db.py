@@ -13,7 +13,7 @@ aborts the transaction, and a ``COMMIT`` after that raises nothing and silently 
 the whole transaction. PostgreSQL does the same (its ``COMMIT`` of an aborted transaction
 answers ``ROLLBACK``, and psycopg raises nothing), so both are checked.
 
-Introduced in lesson 07; PostgreSQL in lesson 13.
+Introduced in lesson 07; PostgreSQL in lesson 12.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Dialect:
             run it again": DuckDB's optimistic conflicts, PostgreSQL's serialization
             failures and deadlocks.
 
-    Introduced in lesson 13.
+    Introduced in lesson 12.
     """
 
     name: str
@@ -83,7 +83,7 @@ def dialect(con: object) -> Dialect:
     or an object that behaves like one (lesson 08's checks wrap a connection so that an
     ``INSERT`` fails on cue).
 
-    Introduced in lesson 13.
+    Introduced in lesson 12.
     """
     return _postgresql() if _is_postgres(con) else DUCKDB
 

@@ -141,7 +141,7 @@ CREATE TABLE IF NOT EXISTS jobqueue_outcomes (
 """
 """The tables, created if missing. A file written before a column existed gains it (``ADD
 COLUMN IF NOT EXISTS``, at the end of the table, so statements name their columns): leased
-times in lesson 11, priorities and deadlines in lesson 14 (old rows get priority 0 and no
+times in lesson 11, priorities and deadlines in lesson 13 (old rows get priority 0 and no
 deadline). DuckDB adds no NOT NULL to an existing table, so in an old file a NULL priority
 can be stored; :func:`jobqueue._rows.job_from_row` refuses it as corrupt."""
 

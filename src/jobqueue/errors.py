@@ -95,7 +95,7 @@ class RetryAfterError(JobQueueError):
         InvalidSettingError: naming the value, if ``retry_after_s`` is not a finite
             number of seconds >= 0.
 
-    Introduced in lesson 15.
+    Introduced in lesson 14.
     """
 
     def __init__(self, retry_after_s: float, reason: str = "the dependency asked to wait") -> None:
@@ -131,7 +131,7 @@ class CircuitOpenError(JobQueueError):
         InvalidSettingError: naming the value, if ``retry_at_s`` is not a finite number
             (a worker could not schedule the job then).
 
-    Introduced in lesson 15.
+    Introduced in lesson 14.
     """
 
     def __init__(self, dependency: str, retry_at_s: float) -> None:
@@ -238,7 +238,7 @@ class QueueUnavailableError(JobQueueError):
     known to have changed by the call that raised it (a claim whose answer was lost leaves
     its jobs leased until their leases run out). The queue connects again on its next
     call; a :class:`~jobqueue.runner.Runner` waits a second and carries on. Introduced
-    in lesson 13.
+    in lesson 12.
     """
 
 

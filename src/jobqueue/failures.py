@@ -11,7 +11,7 @@ When to retry: :func:`retry_delay_s` is the one place every queue's ``fail`` ask
 backoff's delay or, for a :class:`RetryAfterError`, the wait the dependency asked for;
 :func:`parse_retry_after` reads that wait from an HTTP ``Retry-After`` header.
 
-Introduced in lesson 05; ``Retry-After`` in lesson 15.
+Introduced in lesson 05; ``Retry-After`` in lesson 14.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def parse_retry_after(value: str, *, now: datetime | None = None) -> float:
         InvalidSettingError: naming the value, if it is neither form (``"-5"``, ``"1.5"``,
             ``""``), or it is a date and ``now`` is missing or has no timezone.
 
-    Introduced in lesson 15.
+    Introduced in lesson 14.
     """
     if not isinstance(value, str):
         raise InvalidSettingError(f"a Retry-After value must be a str, got {value!r}")
@@ -150,7 +150,7 @@ def retry_delay_s(job: Job, error: BaseException | str, random: RandomFn) -> flo
     Raises:
         InvalidSettingError: if ``random()`` returns a value outside ``[0, 1]``.
 
-    Introduced in lesson 15.
+    Introduced in lesson 14.
     """
     if isinstance(error, RetryAfterError):
         return min(error.retry_after_s, MAX_RETRY_AFTER_S)

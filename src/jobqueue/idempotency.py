@@ -31,7 +31,7 @@ runs it again (a bounded number of times): the retry sees the committed id and s
 If the other transaction committed before the loser's first statement, the insert returns
 no row and the loser skips at once.
 
-On PostgreSQL (a psycopg connection, lesson 13) the same statements run from any number
+On PostgreSQL (a psycopg connection, lesson 12) the same statements run from any number
 of processes. There the loser does not fail: its ``INSERT ... ON CONFLICT DO NOTHING``
 waits on the winner's row lock until the winner commits, then returns no row, and the
 loser skips; if the winner rolls back, the loser's insert goes ahead and it applies the

@@ -98,7 +98,7 @@ class JobType(Generic[P]):
             not an int within the bounds (naming the bad value).
 
     Introduced in lesson 03; ``timeout_s`` in lesson 06; ``priority`` and
-    ``expires_after_s`` in lesson 14.
+    ``expires_after_s`` in lesson 13.
     """
 
     def __init__(
@@ -258,7 +258,7 @@ class Job:
     Raises:
         InvalidSettingError: if ``priority`` is a bool, not an int, or out of bounds.
 
-    Introduced in lesson 03; ``priority`` and the deadline in lesson 14.
+    Introduced in lesson 03; ``priority`` and the deadline in lesson 13.
     """
 
     id: str

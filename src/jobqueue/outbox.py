@@ -17,7 +17,7 @@ again, with the same job id (``"outbox-17"``, :func:`outbox_job_id`), which
 hands out ids at insert, but transactions commit in any order, so a *lower* id can
 become visible after a higher one was published.
 
-Concurrency. On PostgreSQL (a psycopg connection, lesson 13) relays share one outbox: each
+Concurrency. On PostgreSQL (a psycopg connection, lesson 12) relays share one outbox: each
 run selects its batch ``WHERE sent_at IS NULL ORDER BY id LIMIT 100 FOR UPDATE SKIP
 LOCKED`` in one transaction, publishes the rows, marks the published ones sent and
 commits. A second relay skips the rows the first has locked and takes the next ones, and

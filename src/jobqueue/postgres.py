@@ -34,7 +34,7 @@ A dropped connection or a restarted server raises
 :class:`~jobqueue.errors.QueueUnavailableError` naming the server; the next call connects
 again, and a :class:`~jobqueue.runner.Runner` waits and carries on.
 
-Introduced in lesson 13.
+Introduced in lesson 12.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ P = TypeVar("P")
 SCHEMA_VERSION = 3
 """Version of the ``jobqueue_`` tables this module reads and writes.
 
-2: lesson 13's tables. 3: priorities and deadlines (lesson 14); tables of version 2 are
+2: lesson 12's tables. 3: priorities and deadlines (lesson 13); tables of version 2 are
 migrated when a queue opens them.
 """
 
@@ -120,7 +120,7 @@ class Enqueued:
     """One entry of :meth:`PostgresQueue.enqueue_batch`: the job's record, and whether it is new.
 
     ``added`` is ``False`` when the queue already held a job with that id (waiting, leased
-    or dead); ``job`` is then that job's record. Introduced in lesson 13.
+    or dead); ``job`` is then that job's record. Introduced in lesson 12.
     """
 
     job: Job
@@ -150,7 +150,7 @@ class PostgresQueue:
     and as many processes as you like. A claim costs O(log n) in the backlog (an index on
     the visible time). Use it as a context manager, or call :meth:`close`.
 
-    Introduced in lesson 13.
+    Introduced in lesson 12.
     """
 
     def __init__(

@@ -48,7 +48,7 @@ CREATE TABLE jobqueue_outcomes (
 INSERT INTO jobqueue_schema VALUES (3);
 
 -- name: migrate_to_3
--- Tables of version 2 (lesson 13) gain priorities and deadlines: old jobs get priority 0
+-- Tables of version 2 (lesson 12) gain priorities and deadlines: old jobs get priority 0
 -- and no deadline, and the claim index takes the priority first, as in `schema`.
 ALTER TABLE jobqueue_jobs
     ADD COLUMN priority integer NOT NULL DEFAULT 0,

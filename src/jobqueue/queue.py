@@ -13,7 +13,7 @@ interface it shares with :class:`jobqueue.durable.DurableQueue`, which keeps job
 DuckDB file.
 
 Introduced in lesson 03; batches, ``release`` and ``metrics`` in lesson 11; ``Retry-After``
-and ``release(delay_s=...)`` in lesson 15.
+and ``release(delay_s=...)`` in lesson 14.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ class JobQueue:
     time each becomes claimable, and a heap of those that came due, by priority then that
     time; a claim moves the jobs that have come due from the first to the second. Jobs due
     when they are stored (enqueued, released) cost O(1), in a FIFO per priority beside the
-    heaps. Introduced in lesson 03; priorities and deadlines in lesson 14.
+    heaps. Introduced in lesson 03; priorities and deadlines in lesson 13.
     """
 
     def __init__(
@@ -411,7 +411,7 @@ class JobQueue:
             InvalidSettingError: if ``delay_s`` is not a finite number >= 0; nothing
                 changes.
 
-        Introduced in lesson 11; ``delay_s`` in lesson 15.
+        Introduced in lesson 11; ``delay_s`` in lesson 14.
         """
         run_at = self.clock.now() + check_delay_s(delay_s)
         self._check_holder(lease)

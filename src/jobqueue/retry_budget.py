@@ -23,7 +23,7 @@ Use it where the retry decision is made::
     if failed and budget.try_retry():      # a retry only while the budget lasts
         ...
 
-Introduced in lesson 15.
+Introduced in lesson 14.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class RetryBudget:
     Raises:
         InvalidSettingError: naming the setting, if one is out of range.
 
-    Introduced in lesson 15.
+    Introduced in lesson 14.
     """
 
     def __init__(

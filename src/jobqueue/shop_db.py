@@ -10,7 +10,7 @@ module holds the example data they are shown with:
   the outbox (:func:`save_order`).
 
 Create the reusable module's tables as well: :func:`save_order` needs ``outbox``. Every
-function takes a DuckDB connection or, as in lesson 13, a psycopg connection to
+function takes a DuckDB connection or, as in lesson 12, a psycopg connection to
 PostgreSQL (see :mod:`jobqueue.db`).
 
 Introduced in lesson 07.

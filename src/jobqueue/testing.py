@@ -26,7 +26,7 @@ only the database knows which of them were committed.
 The idea is Jepsen's set checks on queues (Kyle Kingsbury): record what clients were
 told, then compare with what the system did.
 
-Introduced in lesson 16.
+Introduced in lesson 15.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class History:
 
     Use it as a context manager, or call :meth:`close`.
 
-    Introduced in lesson 16.
+    Introduced in lesson 15.
     """
 
     def __init__(self, folder: Path | str, process: str) -> None:

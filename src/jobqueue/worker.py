@@ -27,7 +27,7 @@ attempt (a ``"deferred"`` event), instead of failing it. A handler that raises
 due when the dependency asked, not after the backoff.
 
 Introduced in lesson 04; the heartbeat, the time limit and :meth:`Worker.run_until` in
-lesson 06; deferral on an open circuit breaker in lesson 15.
+lesson 06; deferral on an open circuit breaker in lesson 14.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class JobEvent:
             (seconds).
 
     Introduced in lesson 04; ``"stale"`` in lesson 06; ``"released"`` in lesson 11;
-    ``"deferred"`` in lesson 15.
+    ``"deferred"`` in lesson 14.
     """
 
     at: float

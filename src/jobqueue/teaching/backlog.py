@@ -1,4 +1,4 @@
-"""A discrete-event simulation of a job queue with ``c`` workers, for lesson 14.
+"""A discrete-event simulation of a job queue with ``c`` workers, for lesson 13.
 
 Jobs arrive at random (a Poisson process: exponential gaps between arrivals, mean
 ``1/arrival_rate_per_s``) and each takes a random time to run (exponential, mean
@@ -18,7 +18,7 @@ oldest waiting job sampled over time. The run continues past the last arrival un
 queue is empty, so Little's law ``L = λW`` holds exactly over the run (a test checks it).
 
 Course helper only: the package's queues are not simulated here, the idea is.
-Introduced in lesson 14.
+Introduced in lesson 13.
 """
 
 from __future__ import annotations

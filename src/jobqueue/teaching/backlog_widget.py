@@ -1,4 +1,4 @@
-"""The backlog simulator of lesson 14: sliders, a picture of the backlog, a one-line summary.
+"""The backlog simulator of lesson 13: sliders, a picture of the backlog, a one-line summary.
 
 Like :class:`jobqueue.teaching.widgets.BackoffExplorer`, it only reads controls and draws:
 the numbers and the summary come from
@@ -7,7 +7,7 @@ plain-text form (what nbval compares) is the summary, and its view gets a model 
 counted per kernel (``jobqueue-backlog-simulator-1`` ...), so re-running the lesson leaves
 its file unchanged.
 
-Introduced in lesson 14.
+Introduced in lesson 13.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class BacklogSimulator:
     ``backlog-workers``, ``backlog-service``, ``backlog-poll`` (the sliders),
     ``backlog-summary`` and ``backlog-picture``.
 
-    Introduced in lesson 14.
+    Introduced in lesson 13.
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""The chaos lab of lesson 16: real worker processes killed with SIGKILL, then checked.
+"""The chaos lab of lesson 15: real worker processes killed with SIGKILL, then checked.
 
 :func:`run_chaos` runs one *design* of a worker against a durable queue in a folder:
 
@@ -32,7 +32,7 @@ connections, killed by PID. As with any ``multiprocessing`` code, a script (not 
 notebook) must call the runs under ``if __name__ == "__main__":``, since each new
 process imports the script's main module.
 
-Course helper only. Introduced in lesson 16.
+Course helper only. Introduced in lesson 15.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ Design = Literal["at-most-once", "at-least-once", "at-least-once + process_once"
 """Where the worker acks and how it writes the effect."""
 
 DESIGNS: tuple[Design, ...] = ("at-most-once", "at-least-once", "at-least-once + process_once")
-"""Every design, in the order lesson 16 compares them."""
+"""Every design, in the order lesson 15 compares them."""
 
 VISIBILITY_TIMEOUT_S = 0.5
 """The lease of the lab's queues, in seconds: a dead worker's job comes back this soon.

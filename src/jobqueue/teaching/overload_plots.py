@@ -1,11 +1,11 @@
-"""Pictures for lessons 14 and 15: the knee, a backlog over time, load in a retry storm.
+"""Pictures for lessons 13 and 14: the knee, a backlog over time, load in a retry storm.
 
 Like :mod:`jobqueue.teaching.plots`, each function returns a matplotlib
 :class:`~matplotlib.figure.Figure` built without pyplot, and draws numbers that come from
 the simulations (:mod:`jobqueue.teaching.backlog`, :mod:`jobqueue.teaching.storms`), which
 the lessons also print (nbval compares text, never pictures).
 
-Introduced in lessons 14 and 15.
+Introduced in lessons 13 and 14.
 """
 
 from __future__ import annotations

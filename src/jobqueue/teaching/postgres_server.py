@@ -10,7 +10,7 @@ test workers, subprocesses) reuse it, and it stops when the last of them exits.
 
 Run ``python -m jobqueue.teaching.postgres_server`` to print the URL (and start the server).
 
-Introduced in lesson 13.
+Introduced in lesson 12.
 """
 
 from __future__ import annotations

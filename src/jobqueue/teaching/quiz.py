@@ -1,4 +1,4 @@
-"""Test yourself: five questions drawn from a bank on lessons 00-16; four right answers pass.
+"""Test yourself: five questions drawn from a bank on lessons 00-14; four right answers pass.
 
 The bank (``questions.toml``) is read and validated by :mod:`jobqueue.teaching.quiz_bank`
 (:func:`load_bank`, :class:`Question`, :class:`BankError`).
@@ -10,7 +10,7 @@ pure: it returns a :class:`Grade` with a :class:`Mark` per question. Two front e
 it: plain Python (:meth:`Quiz.show`, :meth:`Quiz.answer`, :meth:`Quiz.retry`) and ipywidgets
 (:mod:`jobqueue.teaching.quiz_widgets`).
 
-Introduced in lesson 17.
+Introduced in lesson 16.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from jobqueue.errors import InvalidSettingError
 from jobqueue.teaching.quiz_bank import LETTERS, Kind, Question, load_bank, normalize_output
 
-# Lesson 17 imports the whole quiz from this module, bank errors and parsing included.
+# Lesson 16 imports the whole quiz from this module, bank errors and parsing included.
 from jobqueue.teaching.quiz_bank import BankError as BankError
 from jobqueue.teaching.quiz_bank import parse_bank as parse_bank
 

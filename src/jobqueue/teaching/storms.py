@@ -1,4 +1,4 @@
-"""Retry storms: how retries multiply load, and how a budget or a breaker stops them (lesson 15).
+"""Retry storms: how retries multiply load, and how a budget or a breaker stops them (lesson 14).
 
 - :func:`layered_calls`: a stack of layers, each retrying the one below, in front of a
   dependency that always fails: 3 layers that make 3 tries each make 27 calls.
@@ -18,7 +18,7 @@ new requests arrive at random (Poisson) from a seeded :class:`random.Random`, so
 gives the same run every time. After Marc Brooker's simulations of retries, budgets and
 breakers, and the metastable-failure papers (Bronson et al., HotOS 2021).
 
-Course helper only. Introduced in lesson 15.
+Course helper only. Introduced in lesson 14.
 """
 
 from __future__ import annotations
