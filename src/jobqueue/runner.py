@@ -242,8 +242,10 @@ class Runner:
             or len(self._finished) >= self.concurrency + self.prefetch
             or self.clock.now() >= self._settle_by
         ):
-            events.extend(self._settle_finished())  # the acks go in before the claim
-        claimed = self.worker.queue.claim_many(wanted) if wanted > 0 else []
+            settled, claimed = self._settle_finished(claim=max(wanted, 0))  # acks and claim: one commit
+            events.extend(settled)
+        else:
+            claimed = []
         waiting.extend(claimed)
         self._start(waiting, running)
         if until_idle and not running:
@@ -328,10 +330,16 @@ class Runner:
             await asyncio.sleep(0)  # let the new jobs reach their first await before the acks
         return events
 
-    def _settle_finished(self) -> list[JobEvent]:
-        """Ack (in one batch) or fail the finished attempts not settled yet; return their events."""
+    def _settle_finished(self, claim: int = 0) -> tuple[list[JobEvent], list[Lease]]:
+        """Ack (in one batch) or fail the finished attempts not settled yet, and claim up to ``claim`` jobs.
+
+        The acks and the claim go to the queue together (one transaction on a DurableQueue).
+        Returns the events of the settled attempts and the claimed leases.
+        """
         attempts, self._finished, self._settle_by = self._finished, [], float("inf")
-        return self.worker.settle(attempts) if attempts else []
+        if not attempts:
+            return [], self.worker.queue.claim_many(claim) if claim else []
+        return self.worker.settle_and_claim(attempts, claim)
 
     async def _shut_down(
         self, running: dict[asyncio.Task[Attempt], Lease], waiting: deque[Lease]
@@ -339,7 +347,7 @@ class Runner:
         """Give back prefetched jobs; let running ones finish within the grace period; give back the rest."""
         if self._log is not None and self._stopping.is_set():
             self._log(f"stopping: no new claims; {len(running)} running job(s) get up to {self.grace_s:g} s")
-        events = self._settle_finished()
+        events = self._settle_finished()[0]
         events += [self._give_back(lease) for lease in waiting]
         waiting.clear()
         grace = asyncio.create_task(self._grace_over())
@@ -347,7 +355,7 @@ class Runner:
         try:
             while running and not grace.done() and not hurry.done():
                 events += await self._settle_next(running, waiting, {grace, hurry}, None)
-                events += self._settle_finished()
+                events += self._settle_finished()[0]
         finally:
             grace.cancel()
             hurry.cancel()
