@@ -8,10 +8,11 @@ worker's heartbeat: give the worker one (``Worker(queue, heartbeat_s=10)``), or 
 slower than the visibility timeout is handed out again while it still runs. With
 ``prefetch``, it claims jobs ahead, so the queue's round trips overlap with running jobs
 instead of coming between them. Finished jobs are settled in groups: their acks are
-committed together just before the next claim, once as many jobs have finished as one
-claim takes, when nothing is left running, or at the latest :data:`ACK_GROUP_S` seconds
-after the job ended (sooner if its lease would run out first), so a durable queue commits
-about one ack per claim instead of one per wake-up.
+committed together with the next claim, once as many jobs have finished as one claim
+takes, when nothing is left running, or at the latest :data:`ACK_GROUP_S` seconds after
+the job ended (sooner if its lease would run out first), so a durable queue commits about
+one ack per claim instead of one per wake-up, in the same transaction as the claim
+(:func:`jobqueue.queue.ack_and_claim`).
 
 Shutdown follows the usual contract of a process manager (systemd, Kubernetes, Heroku):
 on SIGTERM or SIGINT (or :meth:`Runner.stop`) it stops claiming, gives running jobs up
