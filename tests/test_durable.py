@@ -13,7 +13,8 @@ Checked here, against :class:`jobqueue.durable.DurableQueue` on a real file:
   a ``PayloadError`` reason and carries on with the next job;
 - the batch calls: ``enqueue_many`` (all or nothing, duplicate ids, length mismatch),
   ``claim_many`` (order, limit checks), ``ack_many`` (returns exactly the stale leases and
-  acks the rest in one transaction); ``release``;
+  acks the rest in one transaction), ``ack_and_claim`` (the acks and the next claim in one
+  commit, or neither); ``release``;
 - ``metrics(window_s)`` on a scene built by hand, before and after a reopen;
 - bad settings and windows are refused with the value named.
 - priorities and deadlines (lesson 13): the scene of ``tests/test_queue.py`` gives what
@@ -455,6 +456,62 @@ def test_ack_many_acks_every_lease_still_held_in_one_transaction_and_returns_the
         assert queue.ack_many(held) == held  # all stale: nothing changes
         assert len(queue) == 0
         assert queue.metrics().done == 5
+
+
+def test_ack_and_claim_acks_then_claims_in_one_commit(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = ManualClock(T0)
+    with open_queue(path, clock, visibility_timeout_s=10) as queue:
+        queue.enqueue_many(
+            RENDER_INVOICE, [invoice(n) for n in range(1, 7)], ids=[f"i{n}" for n in range(1, 7)]
+        )
+        first, second = queue.claim_many(2)
+        queue.ack(second)  # its lease is stale from now on
+        queue.metrics()  # writes the outcome counts of this second, so the call need not
+        counting = CountingConnection(queue._con)
+        monkeypatch.setattr(queue, "_con", counting)
+        stale, claimed = queue.ack_and_claim([first, second], 3)
+        assert counting.statements.count("COMMIT") == 1
+        assert counting.statements[:2] == ["BEGIN", "DELETE"]  # the acks first, then the claim
+        monkeypatch.undo()
+        assert stale == [second]
+        assert [lease.job.id for lease in claimed] == ["i3", "i4", "i5"]
+        assert sorted(job.id for job in queue.jobs()) == ["i3", "i4", "i5", "i6"]
+        assert queue.metrics().done == 2
+
+        stale, none = queue.ack_and_claim(claimed, 0)  # limit 0: only the acks
+        assert (stale, none) == ([], [])
+        stale, last = queue.ack_and_claim([], 5)  # nothing to ack: only the claim
+        assert stale == [] and [lease.job.id for lease in last] == ["i6"]
+        assert queue.ack_and_claim(last, 5) == ([], [])  # acked, and nothing left to claim
+        assert len(queue) == 0
+        with pytest.raises(InvalidSettingError, match="-1"):
+            queue.ack_and_claim([], -1)
+
+
+def test_ack_and_claim_that_fails_writes_no_ack(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # At-least-once: the acks and the claim commit together or not at all, so a failure
+    # (or a crash) before the commit leaves the finished jobs leased; they run again after
+    # their leases, and none is lost.
+    clock = ManualClock(T0)
+    with open_queue(path, clock, visibility_timeout_s=10) as queue:
+        queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(1, 4)], ids=["i1", "i2", "i3"])
+        done = queue.claim_many(2)
+
+        def broken(*args: object) -> list[Any]:
+            raise duckdb.IOException("disk gone")
+
+        monkeypatch.setattr(queue, "_lease", broken)
+        with pytest.raises(duckdb.IOException, match="disk gone"):
+            queue.ack_and_claim(done, 1)
+        monkeypatch.undo()
+        assert sorted(job.id for job in queue.jobs()) == ["i1", "i2", "i3"]
+        clock.advance(10)
+        again = queue.claim_many(3)
+        assert sorted((lease.job.id, lease.job.attempts) for lease in again) == [
+            ("i1", 2),
+            ("i2", 2),
+            ("i3", 1),
+        ]
 
 
 def test_a_claim_updates_its_rows_in_place(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

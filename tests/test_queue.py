@@ -17,6 +17,7 @@ from jobqueue import (
     RetryPolicy,
     StaleLeaseError,
 )
+from jobqueue.queue import ack_and_claim
 from jobqueue.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
 
 RECEIPT = ReceiptPayload(order_id=1001, email="customer@example.com")
@@ -911,3 +912,19 @@ def test_the_priority_and_deadline_scene_in_memory() -> None:
         "code-late": "expired: still waiting 1 s past its deadline",
         "code-b": "expired: still waiting 1 s past its deadline",
     }
+
+
+def test_ack_and_claim_of_a_queue_without_its_own_acks_then_claims() -> None:
+    # The shared default (queue.ack_and_claim): ack_many, then claim_many.
+    clock = ManualClock(0)
+    queue = make_queue(clock)
+    queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(1, 5)], ids=["i1", "i2", "i3", "i4"])
+    first, second = queue.claim_many(2)
+    queue.ack(second)
+    stale, claimed = ack_and_claim(queue, [first, second], 1)
+    assert stale == [second]
+    assert [lease.job.id for lease in claimed] == ["i3"]
+    assert ack_and_claim(queue, claimed, 0) == ([], [])
+    assert sorted(job.id for job in queue.jobs()) == ["i4"]
+    with pytest.raises(InvalidSettingError, match="-1"):
+        ack_and_claim(queue, [], -1)

@@ -387,11 +387,44 @@ class DurableQueue:
             if not due:
                 return []
             with self._transaction() as con:
-                while expired := [job_id for _, job_id, final in due if final]:
-                    self._bury_expired(con, expired, now)
-                    due = self._due(con, now, limit)  # look again: they took up places
-                rows = self._lease(con, due, now)
-                jobs = self._readable(con, [row[:-1] for row in rows], now)
+                return self._claim_due(con, due, now, limit)
+
+    def ack_and_claim(self, leases: Sequence[Lease], limit: int) -> tuple[list[Lease], list[Lease]]:
+        """Ack ``leases`` and claim up to ``limit`` due jobs, in one transaction (one commit).
+
+        What :meth:`ack_many` then :meth:`claim_many` do, for the price of one synced commit
+        instead of two (about 0.7 ms each on a file here): a :class:`~jobqueue.runner.Runner`
+        acks the jobs it finished just before it claims more. At-least-once holds: if the
+        process dies before the commit, neither the acks nor the claims happened, and the
+        finished jobs run again once their leases run out. ``limit`` 0 only acks.
+
+        Returns:
+            ``(stale, claimed)``: the leases that were no longer held (as :meth:`ack_many`
+            returns them), and the new leases (as :meth:`claim_many` returns them).
+
+        Raises:
+            InvalidSettingError: if ``limit`` is not an int >= 0.
+        """
+        check_count("limit", limit, least=0)
+        if not leases:
+            return [], self.claim_many(limit) if limit else []
+        with self._lock:
+            now = self.clock.now()
+            with self._transaction() as con:
+                acked = self._delete_acked(con, [lease.token for lease in leases])
+                due = self._due(con, now, limit) if limit else []
+                claimed = self._claim_due(con, due, now, limit) if due else []
+        return self._count_acked(leases, acked), claimed
+
+    def _claim_due(
+        self, con: duckdb.DuckDBPyConnection, due: list[tuple[int, str, bool]], now: float, limit: int
+    ) -> list[Lease]:
+        """Inside a transaction, bury the final jobs of ``due`` (looking again), lease the rest."""
+        while expired := [job_id for _, job_id, final in due if final]:
+            self._bury_expired(con, expired, now)
+            due = self._due(con, now, limit)  # look again: they took up places
+        rows = self._lease(con, due, now)
+        jobs = self._readable(con, [row[:-1] for row in rows], now)
         return _in_order(due, rows, jobs)
 
     def _due(self, con: duckdb.DuckDBPyConnection, now: float, limit: int) -> list[tuple[int, str, bool]]:
@@ -466,6 +499,10 @@ class DurableQueue:
             return []
         with self._lock:
             acked = self._delete_acked(self._con, [lease.token for lease in leases])
+        return self._count_acked(leases, acked)
+
+    def _count_acked(self, leases: Sequence[Lease], acked: set[str]) -> list[Lease]:
+        """Count the committed acks (the tokens ``acked``) of ``leases``; return the stale leases."""
         self._record(done=len(acked), failed=0)
         stale = []
         for lease in leases:

@@ -691,3 +691,28 @@ def check_ids(ids: Sequence[str] | None, payloads: Sequence[object]) -> Sequence
     for job_id in ids:
         check_job_id(job_id)
     return ids
+
+
+def ack_and_claim(queue: Queue, leases: Sequence[Lease], limit: int) -> tuple[list[Lease], list[Lease]]:
+    """Ack ``leases`` (all succeeded), then claim up to ``limit`` due jobs from ``queue``.
+
+    A queue that can do both in one transaction has its own ``ack_and_claim`` method
+    (:meth:`jobqueue.durable.DurableQueue.ack_and_claim`: one synced commit instead of
+    two), which is used; any other queue gets :meth:`Queue.ack_many` then
+    :meth:`Queue.claim_many`. Either way an ack is written before the claim that follows
+    it, so a crash between them can only make a finished job run again.
+
+    Returns:
+        ``(stale, claimed)``: the leases no longer held, and the new leases.
+
+    Raises:
+        InvalidSettingError: if ``limit`` is not an int >= 0.
+    """
+    combined: Callable[[Sequence[Lease], int], tuple[list[Lease], list[Lease]]] | None = getattr(
+        queue, "ack_and_claim", None
+    )
+    if combined is not None:
+        return combined(leases, limit)
+    check_count("limit", limit, least=0)
+    stale = queue.ack_many(leases) if leases else []
+    return stale, queue.claim_many(limit) if limit else []

@@ -8,10 +8,11 @@ worker's heartbeat: give the worker one (``Worker(queue, heartbeat_s=10)``), or 
 slower than the visibility timeout is handed out again while it still runs. With
 ``prefetch``, it claims jobs ahead, so the queue's round trips overlap with running jobs
 instead of coming between them. Finished jobs are settled in groups: their acks are
-committed together just before the next claim, once as many jobs have finished as one
-claim takes, when nothing is left running, or at the latest :data:`ACK_GROUP_S` seconds
-after the job ended (sooner if its lease would run out first), so a durable queue commits
-about one ack per claim instead of one per wake-up.
+committed together with the next claim, once as many jobs have finished as one claim
+takes, when nothing is left running, or at the latest :data:`ACK_GROUP_S` seconds after
+the job ended (sooner if its lease would run out first), so a durable queue commits about
+one ack per claim instead of one per wake-up, in the same transaction as the claim
+(:func:`jobqueue.queue.ack_and_claim`).
 
 Shutdown follows the usual contract of a process manager (systemd, Kubernetes, Heroku):
 on SIGTERM or SIGINT (or :meth:`Runner.stop`) it stops claiming, gives running jobs up
@@ -242,8 +243,10 @@ class Runner:
             or len(self._finished) >= self.concurrency + self.prefetch
             or self.clock.now() >= self._settle_by
         ):
-            events.extend(self._settle_finished())  # the acks go in before the claim
-        claimed = self.worker.queue.claim_many(wanted) if wanted > 0 else []
+            settled, claimed = self._settle_finished(claim=max(wanted, 0))  # acks and claim: one commit
+            events.extend(settled)
+        else:
+            claimed = []
         waiting.extend(claimed)
         self._start(waiting, running)
         if until_idle and not running:
@@ -328,10 +331,16 @@ class Runner:
             await asyncio.sleep(0)  # let the new jobs reach their first await before the acks
         return events
 
-    def _settle_finished(self) -> list[JobEvent]:
-        """Ack (in one batch) or fail the finished attempts not settled yet; return their events."""
+    def _settle_finished(self, claim: int = 0) -> tuple[list[JobEvent], list[Lease]]:
+        """Ack (in one batch) or fail the finished attempts not settled yet, and claim up to ``claim`` jobs.
+
+        The acks and the claim go to the queue together (one transaction on a DurableQueue).
+        Returns the events of the settled attempts and the claimed leases.
+        """
         attempts, self._finished, self._settle_by = self._finished, [], float("inf")
-        return self.worker.settle(attempts) if attempts else []
+        if not attempts:
+            return [], self.worker.queue.claim_many(claim) if claim else []
+        return self.worker.settle_and_claim(attempts, claim)
 
     async def _shut_down(
         self, running: dict[asyncio.Task[Attempt], Lease], waiting: deque[Lease]
@@ -339,7 +348,7 @@ class Runner:
         """Give back prefetched jobs; let running ones finish within the grace period; give back the rest."""
         if self._log is not None and self._stopping.is_set():
             self._log(f"stopping: no new claims; {len(running)} running job(s) get up to {self.grace_s:g} s")
-        events = self._settle_finished()
+        events = self._settle_finished()[0]
         events += [self._give_back(lease) for lease in waiting]
         waiting.clear()
         grace = asyncio.create_task(self._grace_over())
@@ -347,7 +356,7 @@ class Runner:
         try:
             while running and not grace.done() and not hurry.done():
                 events += await self._settle_next(running, waiting, {grace, hurry}, None)
-                events += self._settle_finished()
+                events += self._settle_finished()[0]
         finally:
             grace.cancel()
             hurry.cancel()
