@@ -256,7 +256,7 @@ F = "question 'q-one': field "
         ('explanation = "Because."', 'explanation = "  "', F + "'explanation' must be"),
         ('answer = "a"', 'answer = "c"', F + "'answer' must be one of a, b, got 'c'"),
         ('kind = "choice"', 'kind = "essay"', F + "'kind' must be one of choice, predict"),
-        ("lesson = 2", "lesson = 17", F + "'lesson' must be a lesson number"),
+        ("lesson = 2", "lesson = 16", F + "'lesson' must be a lesson number"),
         ("lesson = 2", "lesson = true", F + "'lesson'"),
         ('choices = ["this", "that"]', 'choices = ["this"]', F + "'choices' must be a list"),
         ('choices = ["this", "that"]', 'choices = ["this", "this"]', F + "'choices' must be"),
