@@ -9,7 +9,8 @@ by ``check_exercise`` (what ``make check`` runs, no isolation, no parallelism), 
 one learner who hands in the solutions; the serial estimate for the class is that time ×
 the learners who hand in solutions. Prints both, their ratio (the goal: grading the class
 takes less than the serial estimate, so the ratio is below 1) and the load average before
-and after, since a shared machine's load changes every figure.
+and after, since a shared machine's load changes every figure. Checks the gradebook too:
+every solution must PASS and every untouched exercise FAIL, or the script exits 1.
 
 Run: ``.venv/bin/python benchmarks/grading_class.py [--learners 40] [--timeout 60]``.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -64,16 +66,24 @@ def main() -> int:
         class_s = time.perf_counter() - start
     per_learner_s = serial_check_s()
     serial_s = per_learner_s * solved
-    verdicts = sorted({g.verdict for g in grades})
+    wrong = [
+        f"{g.student} {g.exercise}: {g.verdict}"
+        for g in grades
+        if g.verdict != ("PASS" if int(g.student.removeprefix("learner")) % 2 == 0 else "FAIL")
+    ]
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     exercises = len(grades) // args.learners
     print(f"class: {args.learners} learners x {exercises} exercises = {len(grades)} notebooks")
-    print(f"  ({solved} learners hand in solutions, run in a kernel each; verdicts: {', '.join(verdicts)})")
+    print(f"  ({solved} learners hand in solutions, run in a kernel each; the others untouched exercises)")
+    right = len(grades) - len(wrong)
+    print(f"gradebook: {right} of {len(grades)} rows right (PASS for a solution, FAIL for an untouched one)")
     print(f"grade the class, {cores} at a time, isolated: {class_s:8.1f} s")
     print(f"check serially, in-process (estimate):   {serial_s:8.1f} s ({per_learner_s:.1f} s per learner)")
     ratio = class_s / serial_s
     print(f"ratio {ratio:.2f} (goal: below {GOAL_RATIO:g}) {'met' if ratio < GOAL_RATIO else 'NOT met'}")
-    return 0
+    if wrong:
+        print("wrong grades (the run went wrong):", *wrong[:10], sep="\n  ", file=sys.stderr)
+    return 1 if wrong or ratio >= GOAL_RATIO else 0
 
 
 if __name__ == "__main__":
