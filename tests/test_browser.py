@@ -200,10 +200,8 @@ def move_the_explorer(page: Page) -> str:
 
 
 @needs_quiz
-def test_lesson12_quiz_reaches_a_verdict(
-    page: Page, lab: LabServer, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with screenshot_on_failure(page, "lesson12_quiz"):
+def test_the_quiz_reaches_a_verdict(page: Page, lab: LabServer, capsys: pytest.CaptureFixture[str]) -> None:
+    with screenshot_on_failure(page, "quiz"):
         announce(capsys, take_the_quiz(page, lab))
 
 
@@ -229,7 +227,7 @@ def take_the_quiz(page: Page, lab: LabServer) -> str:
     text = widget_text(verdict)
     assert VERDICT.search(text), text
     verdict.scroll_into_view_if_needed()
-    shot = screenshot(page, "lesson12_quiz_verdict")
+    shot = screenshot(page, "quiz_verdict")
     return f"quiz verdict after answering {answered} questions: {text!r}\n  screenshot: {shot}"
 
 
