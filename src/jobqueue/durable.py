@@ -670,33 +670,22 @@ class DurableQueue:
         self._flush(self.clock.now())
         with self._transaction() as con:
             now = self.clock.now()
-            waiting, scheduled, leased, oldest_s, oldest_leased_s = con.execute(
+            counts = con.execute(
                 "SELECT count(*) FILTER (WHERE visible_at <= $now),"
                 " count(*) FILTER (WHERE visible_at > $now AND coalesce(leased_until <= $now, true)),"
                 " count(*) FILTER (WHERE leased_until > $now),"
                 " coalesce(max($now - visible_at) FILTER (WHERE visible_at <= $now), 0.0),"
-                " coalesce(max($now - leased_at) FILTER (WHERE leased_until > $now), 0.0)"
+                " coalesce(max($now - leased_at) FILTER (WHERE leased_until > $now), 0.0),"
+                " (SELECT count(*) FROM jobqueue_dead)"
                 " FROM jobqueue_jobs",
                 {"now": now},
             ).fetchall()[0]
-            done, failed = con.execute(
+            outcomes = con.execute(
                 "SELECT coalesce(sum(done), 0), coalesce(sum(failed), 0) FROM jobqueue_outcomes"
                 " WHERE second BETWEEN ? AND ?",
                 [bucket(now - window_s), now],
             ).fetchall()[0]
-            dead = con.execute("SELECT count(*) FROM jobqueue_dead").fetchall()[0][0]
-        return QueueMetrics(
-            at=now,
-            waiting=waiting,
-            scheduled=scheduled,
-            leased=leased,
-            oldest_waiting_age_s=float(oldest_s),
-            oldest_leased_age_s=float(oldest_leased_s),
-            window_s=window_s,
-            done=int(done),
-            failed=int(failed),
-            dead_letters=dead,
-        )
+        return QueueMetrics.from_row(now, window_s, counts + outcomes)
 
     def __len__(self) -> int:
         """Number of waiting or leased jobs (dead ones not included)."""

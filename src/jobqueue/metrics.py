@@ -22,8 +22,9 @@ Introduced in lesson 11.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from jobqueue.errors import InvalidSettingError
 from jobqueue.job import Job, check_positive_seconds
@@ -69,6 +70,31 @@ class QueueMetrics:
     done: int
     failed: int
     dead_letters: int
+
+    @classmethod
+    def from_row(cls, at: float, window_s: float, row: Sequence[Any]) -> QueueMetrics:
+        """Build a snapshot from a database row, as the DuckDB and PostgreSQL queues read it.
+
+        Args:
+            at: when the row was read, seconds on the queue's clock.
+            window_s: the window of ``done`` and ``failed``, seconds.
+            row: ``(waiting, scheduled, leased, oldest_waiting_age_s, oldest_leased_age_s,
+                dead_letters, done, failed)``, each a number of whatever type the
+                database returns (a PostgreSQL ``sum`` is a ``Decimal``), converted here.
+        """
+        waiting, scheduled, leased, oldest_s, oldest_leased_s, dead, done, failed = row
+        return cls(
+            at=at,
+            waiting=int(waiting),
+            scheduled=int(scheduled),
+            leased=int(leased),
+            oldest_waiting_age_s=float(oldest_s),
+            oldest_leased_age_s=float(oldest_leased_s),
+            window_s=window_s,
+            done=int(done),
+            failed=int(failed),
+            dead_letters=int(dead),
+        )
 
     @property
     def failure_rate(self) -> float:

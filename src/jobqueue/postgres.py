@@ -555,19 +555,7 @@ class PostgresQueue:
         self._flush(now)
         with self._connection() as con:
             row = con.execute(SQL["metrics"], {"now": now, "since": bucket(now - window_s)}).fetchall()[0]
-        waiting, scheduled, leased, oldest_s, oldest_leased_s, dead, done, failed = row
-        return QueueMetrics(
-            at=now,
-            waiting=waiting,
-            scheduled=scheduled,
-            leased=leased,
-            oldest_waiting_age_s=float(oldest_s),
-            oldest_leased_age_s=float(oldest_leased_s),
-            window_s=window_s,
-            done=int(done),
-            failed=int(failed),
-            dead_letters=dead,
-        )
+        return QueueMetrics.from_row(now, window_s, row)
 
     def __len__(self) -> int:
         """Number of waiting or leased jobs (dead ones not included)."""
