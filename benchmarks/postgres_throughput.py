@@ -64,16 +64,14 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from multiprocessing.synchronize import Barrier
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
-from jobqueue.teaching.postgres_server import database_url, with_database
+from jobqueue.teaching.postgres_server import database_url, scratch_database
 
 BATCHES = (1, 100)
 QUEUES = ("PostgresQueue", "pgqueuer", "procrastinate", "bare psycopg loop")
@@ -292,23 +290,11 @@ def process_main(
         results.put((0, time.monotonic(), f"{type(exc).__name__}: {exc}"))
 
 
-@contextmanager
-def fresh_database(server_url: str) -> Iterator[str]:
-    name = f"bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_url, autocommit=True) as con:
-        con.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield with_database(server_url, name)
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as con:
-            con.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
 def run_row(server_url: str, name: str, jobs: int, batch: int, workers: int) -> float:
     """jobs/s of one row; raises if a process failed or a job was not acked exactly once."""
     setup, _, left = IMPLEMENTATIONS[name]
     ctx = multiprocessing.get_context("spawn")
-    with fresh_database(server_url) as url:
+    with scratch_database(f"bench_{uuid.uuid4().hex[:12]}", server_url) as url:
         setup(url)
         phase = ctx.Barrier(workers + 1)  # the workers and this process, at the start
         results: multiprocessing.Queue[Any] = ctx.Queue()

@@ -42,16 +42,7 @@ def pg_url() -> str:
 @pytest.fixture
 def pg_conninfo(pg_url: str) -> Iterator[str]:
     """URL (or conninfo) of a fresh, empty database on the test server, dropped afterwards."""
-    import psycopg
-    from psycopg import sql
+    from jobqueue.teaching.postgres_server import scratch_database
 
-    from jobqueue.teaching.postgres_server import with_database
-
-    name = f"jobqueue_test_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(pg_url, autocommit=True) as con:
-        con.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield with_database(pg_url, name)
-    finally:
-        with psycopg.connect(pg_url, autocommit=True) as con:
-            con.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+    with scratch_database(f"jobqueue_test_{uuid.uuid4().hex[:16]}", pg_url) as url:
+        yield url

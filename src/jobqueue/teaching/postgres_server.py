@@ -74,11 +74,12 @@ def with_database(url: str, dbname: str) -> str:
 
 
 @contextmanager
-def scratch_database(name: str) -> Iterator[str]:
-    """A fresh, empty database ``name`` on the :func:`database_url` server, dropped afterwards.
+def scratch_database(name: str, server: str | None = None) -> Iterator[str]:
+    """A fresh, empty database ``name`` on ``server``, dropped afterwards.
 
-    A database of that name left over from an earlier run (a kernel that died) is dropped
-    first. Yields the database's URL (or conninfo).
+    ``server`` is a URL (or conninfo) of any database on the server; default the
+    :func:`database_url` server. A database of that name left over from an earlier run (a
+    kernel that died) is dropped first. Yields the new database's URL (or conninfo).
 
     Raises:
         psycopg.Error: if the server refuses (``name`` is used as an identifier, quoted).
@@ -86,7 +87,7 @@ def scratch_database(name: str) -> Iterator[str]:
     import psycopg
     from psycopg import sql
 
-    server = database_url()
+    server = server if server is not None else database_url()
     drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
     with psycopg.connect(server, autocommit=True) as admin:
         admin.execute(drop)
