@@ -84,7 +84,14 @@ from jobqueue.job import (
     deadline,
 )
 from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics, bucket, check_window
-from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, check_delay_s, check_ids, stale_lease
+from jobqueue.queue import (
+    DEFAULT_VISIBILITY_TIMEOUT_S,
+    FailOutcome,
+    check_delay_s,
+    check_ids,
+    not_acked,
+    stale_lease,
+)
 
 P = TypeVar("P")
 
@@ -504,13 +511,7 @@ class DurableQueue:
     def _count_acked(self, leases: Sequence[Lease], acked: set[str]) -> list[Lease]:
         """Count the committed acks (the tokens ``acked``) of ``leases``; return the stale leases."""
         self._record(done=len(acked), failed=0)
-        stale = []
-        for lease in leases:
-            if lease.token in acked:
-                acked.discard(lease.token)  # a later copy finds the job gone
-            else:
-                stale.append(lease)
-        return stale
+        return not_acked(leases, acked)
 
     def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
         """Record a failed attempt: retry after a delay, or dead; see :meth:`JobQueue.fail`.

@@ -81,7 +81,14 @@ from jobqueue.job import (
     deadline,
 )
 from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics, bucket, check_window
-from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, check_delay_s, check_ids, stale_lease
+from jobqueue.queue import (
+    DEFAULT_VISIBILITY_TIMEOUT_S,
+    FailOutcome,
+    check_delay_s,
+    check_ids,
+    not_acked,
+    stale_lease,
+)
 
 P = TypeVar("P")
 
@@ -376,13 +383,7 @@ class PostgresQueue:
         with self._connection() as con:
             acked = self._delete_acked(con, leases)
         self._record(done=len(acked), failed=0)
-        stale = []
-        for lease in leases:
-            if lease.token in acked:
-                acked.discard(lease.token)  # a later copy finds the job gone
-            else:
-                stale.append(lease)
-        return stale
+        return not_acked(leases, acked)
 
     def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
         """Record a failed attempt: retry after a delay, or dead; see :meth:`JobQueue.fail`.

@@ -656,6 +656,24 @@ def stale_lease(lease: Lease, job: Job | None, current: str | None) -> StaleLeas
     )
 
 
+def not_acked(leases: Sequence[Lease], acked: set[str]) -> list[Lease]:
+    """The leases of ``leases`` whose ack did not happen: the database queues' ``ack_many`` result.
+
+    Args:
+        leases: the leases passed to ``ack_many``, in order.
+        acked: the tokens whose jobs the ack deleted; used up by this call.
+
+    A lease passed twice counts once: its later copies are stale, as the job is gone.
+    """
+    stale = []
+    for lease in leases:
+        if lease.token in acked:
+            acked.discard(lease.token)  # a later copy finds the job gone
+        else:
+            stale.append(lease)
+    return stale
+
+
 def check_delay_s(delay_s: float) -> float:
     """Return ``delay_s`` if it is a finite number of seconds >= 0; every queue's ``release`` calls it.
 
