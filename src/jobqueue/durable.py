@@ -83,7 +83,7 @@ from jobqueue.job import (
     check_retry,
     deadline,
 )
-from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics, bucket, check_window
+from jobqueue.metrics import DEFAULT_WINDOW_S, PendingOutcomes, QueueMetrics, bucket, check_window
 from jobqueue.queue import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
     FailOutcome,
@@ -230,8 +230,7 @@ class DurableQueue:
         self.path = _check_path(path)
         self._random = random
         self._lock = threading.RLock()
-        self._outcomes = OutcomeLog()  # counted but not yet written to jobqueue_outcomes
-        self._flushed_at: int | None = None
+        self._outcomes = PendingOutcomes()  # counted, not yet in jobqueue_outcomes
         self._closed = False
         # Lease tokens carry this queue object's random tag, so a lease cannot ack a job
         # of another queue whose file numbers its tokens the same way.
@@ -829,39 +828,27 @@ class DurableQueue:
         con.execute(f"DELETE FROM jobqueue_jobs WHERE {where}", params)
 
     def _record(self, *, done: int, failed: int) -> None:
-        """Count committed outcomes in memory; write them to the table once a second."""
+        """Count committed outcomes in memory; they are written to the table once a second."""
         now = self.clock.now()
         with self._lock:
-            self._outcomes.record(now, failed=False, count=done)
-            self._outcomes.record(now, failed=True, count=failed)
-            if bucket(now) != self._flushed_at:
-                self._flush(now)
+            self._outcomes.record(now, done=done, failed=failed, store=self._store_outcomes)
 
     def _flush(self, now: float) -> None:
-        """Add the counted outcomes to ``jobqueue_outcomes``; forget buckets older than a day.
-
-        One upsert a second instead of one per ack batch: an upsert costs DuckDB several
-        milliseconds. A crash loses at most a second of counts, which only the metrics use.
-        The counts leave memory only once the upsert has committed.
-        """
+        """Write the counted outcomes to ``jobqueue_outcomes`` now."""
         with self._lock:
-            rows = self._outcomes.rows()
-            if rows:
-                with self._transaction() as con:
-                    con.execute(
-                        "INSERT INTO jobqueue_outcomes"
-                        " SELECT unnest($seconds), unnest($done), unnest($failed)"
-                        " ON CONFLICT (second) DO UPDATE SET done = jobqueue_outcomes.done + excluded.done,"
-                        " failed = jobqueue_outcomes.failed + excluded.failed",
-                        {
-                            "seconds": [second for second, _, _ in rows],
-                            "done": [done for _, done, _ in rows],
-                            "failed": [failed for _, _, failed in rows],
-                        },
-                    )
-                    con.execute("DELETE FROM jobqueue_outcomes WHERE second < ?", [bucket(now - RETENTION_S)])
-                self._outcomes.clear()
-            self._flushed_at = bucket(now)
+            self._outcomes.write(now, self._store_outcomes)
+
+    def _store_outcomes(self, columns: dict[str, list[int]], before: int) -> None:
+        """Add counted outcomes to ``jobqueue_outcomes``; forget seconds before ``before``."""
+        with self._transaction() as con:
+            con.execute(
+                "INSERT INTO jobqueue_outcomes"
+                " SELECT unnest($seconds), unnest($done), unnest($failed)"
+                " ON CONFLICT (second) DO UPDATE SET done = jobqueue_outcomes.done + excluded.done,"
+                " failed = jobqueue_outcomes.failed + excluded.failed",
+                columns,
+            )
+            con.execute("DELETE FROM jobqueue_outcomes WHERE second < ?", [before])
 
 
 def _lenient(row: Sequence[Any]) -> Job:

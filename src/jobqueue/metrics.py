@@ -14,7 +14,8 @@ ready. SQS's ``ApproximateAgeOfOldestMessage`` counts from the first send instea
 also grows while a message waits out retries.
 
 Both queues report these with ``queue.metrics(window_s)``; the failure rate counts the
-acks and fails each queue records in one-second buckets (:class:`OutcomeLog`).
+acks and fails each queue records in one-second buckets (:class:`OutcomeLog`; the database
+queues write theirs to a table once a second through :class:`PendingOutcomes`).
 
 Introduced in lesson 11.
 """
@@ -22,7 +23,7 @@ Introduced in lesson 11.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,6 +177,53 @@ class OutcomeLog:
             if start <= second <= now:
                 done, failed = done + ok, failed + bad
         return done, failed
+
+
+class PendingOutcomes:
+    """Outcomes a database queue has counted but not yet written to its outcomes table.
+
+    The DuckDB and PostgreSQL queues count acks and failures in memory and write them once a
+    second, one upsert a second instead of one per ack: an upsert costs DuckDB several
+    milliseconds. A crash loses at most a second of counts, which only the metrics read.
+    Not thread-safe: the queue calls it under its own lock.
+
+    The queue passes its ``store`` on each call rather than at construction, so that this
+    object holds no reference back to the queue: a queue nobody refers to any more is freed
+    at once (and a DuckDB queue's file released), not at the next garbage collection.
+    ``store(columns, before)`` adds the counts to the table in one transaction: ``columns``
+    maps ``"seconds"``, ``"done"`` and ``"failed"`` to lists with one entry per one-second
+    bucket; rows older than the second ``before`` may go.
+    """
+
+    def __init__(self) -> None:
+        self._log = OutcomeLog()
+        self._written_at: int | None = None
+
+    def record(self, now: float, *, done: int, failed: int, store: StoreOutcomes) -> None:
+        """Count ``done`` acks and ``failed`` failures at ``now`` (seconds); write once a second."""
+        self._log.record(now, failed=False, count=done)
+        self._log.record(now, failed=True, count=failed)
+        if bucket(now) != self._written_at:
+            self.write(now, store)
+
+    def write(self, now: float, store: StoreOutcomes) -> None:
+        """Store the pending counts now. They leave memory only once ``store`` has returned."""
+        rows = self._log.rows()
+        if rows:
+            store(
+                {
+                    "seconds": [second for second, _, _ in rows],
+                    "done": [done for _, done, _ in rows],
+                    "failed": [failed for _, _, failed in rows],
+                },
+                bucket(now - RETENTION_S),
+            )
+            self._log.clear()
+        self._written_at = bucket(now)
+
+
+StoreOutcomes = Callable[[dict[str, list[int]], int], None]
+"""``store(columns, before)``: how a database queue writes :class:`PendingOutcomes`."""
 
 
 def measure(

@@ -80,7 +80,7 @@ from jobqueue.job import (
     check_retry,
     deadline,
 )
-from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics, bucket, check_window
+from jobqueue.metrics import DEFAULT_WINDOW_S, PendingOutcomes, QueueMetrics, bucket, check_window
 from jobqueue.queue import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
     FailOutcome,
@@ -176,8 +176,7 @@ class PostgresQueue:
         self.server = describe_server(conninfo)
         self._random = random
         self._lock = threading.RLock()
-        self._outcomes = OutcomeLog()  # counted but not yet written to jobqueue_outcomes
-        self._flushed_at: int | None = None
+        self._outcomes = PendingOutcomes()  # counted, not yet in jobqueue_outcomes
         self._con: psycopg.Connection[tuple[Any, ...]] | None = None
         self._listener: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
         self._listener_loop: asyncio.AbstractEventLoop | None = None
@@ -721,31 +720,21 @@ class PostgresQueue:
         return True if con is self._con else None
 
     def _record(self, *, done: int, failed: int) -> None:
-        """Count committed outcomes in memory; write them to the table once a second."""
+        """Count committed outcomes in memory; they are written to the table once a second."""
         now = self.clock.now()
         with self._lock:
-            self._outcomes.record(now, failed=False, count=done)
-            self._outcomes.record(now, failed=True, count=failed)
-            if bucket(now) != self._flushed_at:
-                self._flush(now)
+            self._outcomes.record(now, done=done, failed=failed, store=self._store_outcomes)
 
     def _flush(self, now: float) -> None:
-        """Add the counted outcomes to ``jobqueue_outcomes``; forget buckets older than a day."""
+        """Write the counted outcomes to ``jobqueue_outcomes`` now."""
         with self._lock:
-            rows = self._outcomes.rows()
-            if rows:
-                with self._transaction() as con:
-                    con.execute(
-                        SQL["count_outcomes"],
-                        {
-                            "seconds": [second for second, _, _ in rows],
-                            "done": [done for _, done, _ in rows],
-                            "failed": [failed for _, _, failed in rows],
-                        },
-                    )
-                    con.execute(SQL["forget_outcomes"], {"before": bucket(now - RETENTION_S)})
-                self._outcomes.clear()
-            self._flushed_at = bucket(now)
+            self._outcomes.write(now, self._store_outcomes)
+
+    def _store_outcomes(self, columns: dict[str, list[int]], before: int) -> None:
+        """Add counted outcomes to ``jobqueue_outcomes``; forget seconds before ``before``."""
+        with self._transaction() as con:
+            con.execute(SQL["count_outcomes"], columns)
+            con.execute(SQL["forget_outcomes"], {"before": before})
 
 
 def _read_dead(row: Sequence[Any], now: float) -> DeadLetter:
