@@ -12,17 +12,14 @@ Introduced in lesson 13.
 
 from __future__ import annotations
 
-import html
-import io
 import itertools
-from typing import Any
 
 import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type information
 
 from jobqueue.errors import InvalidSettingError
 from jobqueue.teaching.backlog import EXPLORER_OUTAGE, explore_backlog
 from jobqueue.teaching.overload_plots import backlog_figure
-from jobqueue.teaching.widgets import _slider  # the backoff explorer's slider, shared
+from jobqueue.teaching.widgets import SummaryAndPicture, _slider  # shared with the backoff explorer
 
 _simulator_ids = itertools.count(1)
 
@@ -39,7 +36,7 @@ POLL_RANGE = (0.0, 5.0, 0.5)
 """The poll-interval slider: smallest, largest, step, in seconds."""
 
 
-class BacklogSimulator:
+class BacklogSimulator(SummaryAndPicture):
     """Sliders for arrival rate, workers, service time and poll interval; a picture; a summary.
 
     Each change re-runs the seeded simulation (600 s of arrivals, an outage from t=120 s
@@ -69,6 +66,7 @@ class BacklogSimulator:
         poll_interval_s: float = 1.0,
         seed: int = 7,
     ) -> None:
+        super().__init__("backlog")
         self._seed = seed
         self.arrival = _slider("arrivals/s", arrival_rate_per_s, ARRIVAL_RANGE, "backlog-arrival")
         self.workers = ipywidgets.IntSlider(
@@ -82,25 +80,10 @@ class BacklogSimulator:
         self.workers.add_class("backlog-workers")
         self.service = _slider("service_s", service_s, SERVICE_RANGE, "backlog-service")
         self.poll = _slider("poll_s", poll_interval_s, POLL_RANGE, "backlog-poll")
-        self.summary_label = ipywidgets.HTML()
-        self.summary_label.add_class("backlog-summary")
-        self.picture = ipywidgets.Image(format="png")
-        self.picture.add_class("backlog-picture")
-        self._summary = ""
-        self.update()
         controls = [self.arrival, self.workers, self.service, self.poll]
-        self.box = ipywidgets.VBox(
-            [ipywidgets.HBox(controls[:2]), ipywidgets.HBox(controls[2:]), self.summary_label, self.picture],
-            model_id=f"jobqueue-backlog-simulator-{next(_simulator_ids)}",
-        )
-        self.box.add_class("backlog-simulator")
-        for control in controls:
-            control.observe(self._on_change, names="value")
-
-    @property
-    def summary(self) -> str:
-        """The summary line for the current settings."""
-        return self._summary
+        rows = [ipywidgets.HBox(controls[:2]), ipywidgets.HBox(controls[2:])]
+        model_id = f"jobqueue-backlog-simulator-{next(_simulator_ids)}"
+        self._lay_out(rows, controls, model_id, "backlog-simulator")
 
     def update(self) -> None:
         """Re-run the simulation for the sliders' values; redraw the summary and picture."""
@@ -109,22 +92,6 @@ class BacklogSimulator:
                 self.arrival.value, self.workers.value, self.service.value, self.poll.value, seed=self._seed
             )
         except InvalidSettingError as error:
-            self._summary = f"cannot simulate: {error}"
-            self.summary_label.value = html.escape(self._summary)
+            self._show(f"cannot simulate: {error}")
             return
-        self._summary = summary
-        self.summary_label.value = html.escape(summary)
-        buffer = io.BytesIO()
-        backlog_figure(run, outage=EXPLORER_OUTAGE).savefig(buffer, format="png", dpi=80)
-        self.picture.value = buffer.getvalue()
-
-    def _on_change(self, _change: object) -> None:
-        self.update()
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        bundle: dict[str, Any] = self.box._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = self._summary
-        return bundle
-
-    def __repr__(self) -> str:
-        return f"BacklogSimulator({self._summary!r})"
+        self._show(summary, backlog_figure(run, outage=EXPLORER_OUTAGE))

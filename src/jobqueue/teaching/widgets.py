@@ -19,6 +19,7 @@ from __future__ import annotations
 import html
 import io
 import itertools
+from abc import ABC, abstractmethod
 from typing import Any
 
 import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type information
@@ -36,7 +37,62 @@ CAP_S_RANGE = (10.0, 120.0, 5.0)
 """The ``cap_s`` slider's smallest value, largest value and step, in seconds."""
 
 
-class BackoffExplorer:
+class SummaryAndPicture(ABC):
+    """What the course's explorer widgets share: controls, a one-line summary, a picture.
+
+    A subclass builds its controls, calls :meth:`_lay_out` once, and redraws through
+    :meth:`_show`. Its plain-text form (what nbval compares) is the summary; its view is
+    a box with a model id counted per kernel, so re-running a lesson leaves its file
+    unchanged. The summary and the picture get the CSS classes ``<prefix>-summary`` and
+    ``<prefix>-picture``, the box ``box_class``.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self.summary_label = ipywidgets.HTML()
+        self.summary_label.add_class(f"{prefix}-summary")
+        self.picture = ipywidgets.Image(format="png")
+        self.picture.add_class(f"{prefix}-picture")
+        self._summary = ""
+
+    @property
+    def summary(self) -> str:
+        """The summary line for the current settings (what the summary widget shows)."""
+        return self._summary
+
+    @abstractmethod
+    def update(self) -> None:
+        """Recompute for the controls' values and redraw (each subclass says what)."""
+
+    def _lay_out(self, rows: list[Any], controls: list[Any], model_id: str, box_class: str) -> None:
+        """Draw once, then stack ``rows`` of controls above the summary and picture."""
+        self.update()
+        self.box = ipywidgets.VBox([*rows, self.summary_label, self.picture], model_id=model_id)
+        self.box.add_class(box_class)
+        for control in controls:
+            control.observe(self._on_change, names="value")
+
+    def _show(self, summary: str, figure: Any = None) -> None:
+        """Show ``summary``, and ``figure`` (a matplotlib figure) unless it is ``None``."""
+        self._summary = summary
+        self.summary_label.value = html.escape(summary)
+        if figure is not None:
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format="png", dpi=80)
+            self.picture.value = buffer.getvalue()
+
+    def _on_change(self, _change: object) -> None:
+        self.update()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle: dict[str, Any] = self.box._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = self._summary
+        return bundle
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._summary!r})"
+
+
+class BackoffExplorer(SummaryAndPicture):
     """Sliders for ``base_s`` and ``cap_s``, a strategy menu, a picture and a one-line summary.
 
     Moving a control recomputes :func:`~jobqueue.teaching.explore.explore_backoff` and
@@ -75,6 +131,7 @@ class BackoffExplorer:
         capacity_per_s: int = 10,
         seed: int = 7,
     ) -> None:
+        super().__init__("backoff")
         self._herd: dict[str, Any] = {
             "clients": clients,
             "down_until_s": down_until_s,
@@ -89,50 +146,18 @@ class BackoffExplorer:
             description="strategy",
         )
         self.strategy.add_class("backoff-strategy")
-        self.summary_label = ipywidgets.HTML()
-        self.summary_label.add_class("backoff-summary")
-        self.picture = ipywidgets.Image(format="png")
-        self.picture.add_class("backoff-picture")
-        self._summary = ""
-        self.update()
-        controls = ipywidgets.HBox([self.base_s, self.cap_s, self.strategy])
-        self.box = ipywidgets.VBox(
-            [controls, self.summary_label, self.picture],
-            model_id=f"jobqueue-backoff-explorer-{next(_explorer_ids)}",
-        )
-        self.box.add_class("backoff-explorer")
-        for control in (self.base_s, self.cap_s, self.strategy):
-            control.observe(self._on_change, names="value")
-
-    @property
-    def summary(self) -> str:
-        """The summary line for the current settings (what the summary widget shows)."""
-        return self._summary
+        controls = [self.base_s, self.cap_s, self.strategy]
+        model_id = f"jobqueue-backoff-explorer-{next(_explorer_ids)}"
+        self._lay_out([ipywidgets.HBox(controls)], controls, model_id, "backoff-explorer")
 
     def update(self) -> None:
         """Recompute the numbers for the controls' values; redraw the summary and picture."""
         try:
             seen = explore_backoff(self.base_s.value, self.cap_s.value, self.strategy.value, **self._herd)
         except InvalidSettingError as error:
-            self._summary = f"cannot explore: {error}"
-            self.summary_label.value = html.escape(self._summary)
+            self._show(f"cannot explore: {error}")
             return
-        self._summary = seen.summary
-        self.summary_label.value = html.escape(seen.summary)
-        buffer = io.BytesIO()
-        explorer_figure(seen.spread, seen.herd).savefig(buffer, format="png", dpi=80)
-        self.picture.value = buffer.getvalue()
-
-    def _on_change(self, _change: object) -> None:
-        self.update()
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        bundle: dict[str, Any] = self.box._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = self._summary
-        return bundle
-
-    def __repr__(self) -> str:
-        return f"BackoffExplorer({self._summary!r})"
+        self._show(seen.summary, explorer_figure(seen.spread, seen.herd))
 
 
 def _slider(name: str, value: float, bounds: tuple[float, float, float], css_class: str) -> Any:
