@@ -504,3 +504,79 @@ def test_a_corrupt_queue_file_is_named(tmp_path: Path, clock: jq.ManualClock) ->
     path.write_bytes(bytes(data))
     with pytest.raises(jq.QueueFileError, match=r"broken\.db"):
         jq.DurableQueue(path, clock)
+
+
+# -- the row check: one fast pass for the usual row, the same verdicts as value by value --------
+
+GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, None, None)
+
+
+@pytest.mark.parametrize(
+    ("column", "bad"),
+    [
+        ("id", ""),
+        ("type", 7),
+        ("payload", None),
+        ("attempts", -1),
+        ("attempts", True),
+        ("attempts", 1.0),
+        ("max_attempts", 0),
+        ("base_s", 0.0),
+        ("run_at", float("nan")),
+        ("run_at", "10"),
+        ("leased_until", float("inf")),
+        ("leased_at", "x"),
+        ("last_error", b"boom"),
+        ("priority", True),
+        ("priority", jq.PRIORITY_LIMIT + 1),
+        ("expires_at", float("-inf")),
+        ("expires_after_s", "60"),
+    ],
+)
+def test_a_row_with_one_bad_value_is_refused_naming_it(column: str, bad: object) -> None:
+    from jobqueue._rows import JOB_FIELDS, job_from_row
+
+    row = list(GOOD_ROW)
+    row[JOB_FIELDS.index(column)] = bad
+    with pytest.raises(jq.CorruptJobError, match=f"cannot be read: [a-z ]*{column} must be"):
+        job_from_row(row)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},  # the usual row: the fast pass
+        {"run_at": 10, "leased_until": 40, "leased_at": 10},  # whole seconds stored as ints
+        {"last_error": "ValueError: boom", "priority": -3, "expires_at": 70.0, "expires_after_s": 60},
+    ],
+)
+def test_a_readable_row_gives_the_job_its_values_make(changes: dict[str, object]) -> None:
+    from jobqueue._rows import JOB_FIELDS, job_from_row
+
+    values = dict(zip(JOB_FIELDS, GOOD_ROW, strict=True)) | changes
+    job = job_from_row(list(values.values()))
+    assert job == jq.Job(
+        id="j1",
+        type="t",
+        payload='{"n": 1}',
+        attempts=1,
+        max_attempts=3,
+        backoff=jq.Backoff(base_s=1.0, cap_s=60.0),
+        run_at=10.0,
+        leased_until=values["leased_until"],  # type: ignore[arg-type]
+        leased_at=values["leased_at"],  # type: ignore[arg-type]
+        last_error=values["last_error"],  # type: ignore[arg-type]
+        priority=values["priority"],  # type: ignore[arg-type]
+        expires_at=values["expires_at"],  # type: ignore[arg-type]
+        expires_after_s=values["expires_after_s"],  # type: ignore[arg-type]
+    )
+    assert type(job.run_at) is float
+
+
+def test_a_job_from_checked_values_needs_every_field() -> None:
+    job = jq.Job(id="j1", type="t", payload="{}")
+    values = dict(vars(job))
+    assert jq.Job.from_checked(values) == job
+    del values["priority"]
+    with pytest.raises(jq.InvalidSettingError, match="a job needs the fields"):
+        jq.Job.from_checked(values)

@@ -61,9 +61,84 @@ def job_from_row(row: Sequence[Any]) -> Job:
     Raises:
         CorruptJobError: naming the job and the first value that cannot be part of a job
             (a text where a count belongs, ``max_attempts`` of 0, a backoff of 0 s...).
+        ValueError: if ``row`` does not have one value per column.
     """
-    values = dict(zip(JOB_FIELDS, row, strict=True))
-    job_id = values["id"]
+    if len(row) != len(JOB_FIELDS) or not _plain(*row):
+        _check_values(dict(zip(JOB_FIELDS, row, strict=True)))  # names the first bad value, if any
+    (job_id, job_type, payload, attempts, max_attempts, base_s, cap_s, run_at) = row[:8]
+    (leased_until, leased_at, last_error, priority, expires_at, expires_after_s) = row[8:]
+    try:
+        policy = _policy(max_attempts, base_s, cap_s)
+    except InvalidSettingError as exc:
+        raise CorruptJobError(f"the stored row of job {job_id!r} cannot be read: {exc}") from exc
+    return Job.from_checked(
+        {
+            "id": job_id,
+            "type": job_type,
+            "payload": payload,
+            "attempts": attempts,
+            "max_attempts": policy.max_attempts,
+            "backoff": policy.backoff,
+            "run_at": float(run_at),
+            "leased_until": leased_until,
+            "leased_at": leased_at,
+            "last_error": last_error,
+            "priority": priority,
+            "expires_at": expires_at,
+            "expires_after_s": expires_after_s,
+        }
+    )
+
+
+def _plain(
+    job_id: object,
+    job_type: object,
+    payload: object,
+    attempts: object,
+    max_attempts: object,
+    base_s: object,
+    cap_s: object,
+    run_at: object,
+    *times_and_more: object,
+) -> bool:
+    """Whether a row's values (its retry policy apart) are of exactly the usual types, in range.
+
+    A fast pass for nearly every row: it accepts only what :func:`_check_values` accepts,
+    and a row it turns down (a time stored as an int, a bad value) goes there, to be
+    accepted after all or refused with the first bad value named.
+    """
+    leased_until, leased_at, last_error, priority, expires_at, expires_after_s = times_and_more
+    return (
+        _nonempty_text(job_id)
+        and _nonempty_text(job_type)
+        and _nonempty_text(payload)
+        and type(attempts) is int
+        and attempts >= 0
+        and _float_time(run_at)
+        and (leased_until is None or _float_time(leased_until))
+        and (leased_at is None or _float_time(leased_at))
+        and (last_error is None or type(last_error) is str)
+        and type(priority) is int
+        and -PRIORITY_LIMIT <= priority <= PRIORITY_LIMIT
+        and (expires_at is None or _float_time(expires_at))
+        and (expires_after_s is None or _float_time(expires_after_s))
+    )
+
+
+def _float_time(value: object) -> bool:
+    return type(value) is float and -math.inf < value < math.inf
+
+
+def _nonempty_text(value: object) -> bool:
+    return type(value) is str and value != ""
+
+
+def _check_values(values: dict[str, Any]) -> None:
+    """Check a row's values one by one, in column order.
+
+    Raises:
+        CorruptJobError: naming the job and the first value that cannot be part of a job.
+    """
     try:
         for name in ("id", "type", "payload"):
             _check(
@@ -75,7 +150,7 @@ def job_from_row(row: Sequence[Any]) -> Job:
             values["attempts"],
             "an int >= 0",
         )
-        policy = _policy(values["max_attempts"], values["base_s"], values["cap_s"])
+        _policy(values["max_attempts"], values["base_s"], values["cap_s"])
         _check(_is_time(values["run_at"]), "run_at", values["run_at"], "a finite time")
         for name in ("leased_until", "leased_at"):
             _check(
@@ -89,22 +164,7 @@ def job_from_row(row: Sequence[Any]) -> Job:
                 values[name] is None or _is_time(values[name]), name, values[name], "a finite time or NULL"
             )
     except InvalidSettingError as exc:
-        raise CorruptJobError(f"the stored row of job {job_id!r} cannot be read: {exc}") from exc
-    return Job(
-        id=job_id,
-        type=values["type"],
-        payload=values["payload"],
-        attempts=values["attempts"],
-        max_attempts=policy.max_attempts,
-        backoff=policy.backoff,
-        run_at=float(values["run_at"]),
-        leased_until=values["leased_until"],
-        leased_at=values["leased_at"],
-        last_error=error,
-        priority=values["priority"],
-        expires_at=values["expires_at"],
-        expires_after_s=values["expires_after_s"],
-    )
+        raise CorruptJobError(f"the stored row of job {values['id']!r} cannot be read: {exc}") from exc
 
 
 def dead_from_row(row: Sequence[Any]) -> DeadLetter:
