@@ -94,6 +94,28 @@ def chunks(numbers: range, size: int) -> Iterator[range]:
         yield numbers[start : start + size]
 
 
+def timed_part(
+    enqueue: Callable[[range], None], drain: Callable[[], int], numbers: range, batch: int, phase: Barrier
+) -> int:
+    """What every worker process does, whatever the queue: warm up, enqueue its share, drain.
+
+    ``enqueue`` adds the jobs of some numbers, in one call per batch; ``drain`` claims and
+    acks until nothing is left and returns how many it acked. The warm-up makes the same
+    calls on one batch of jobs (numbered below 0) before the clock starts, so that a row
+    measures a running worker, not a process's first statements (psycopg's and the
+    server's first look at each statement, the queue's own first calls): with 1,000 jobs
+    at batch 100 those were a tenth of the row. Returns the jobs acked after the start.
+    """
+    enqueue(range(-batch, 0))
+    phase.wait()  # every process has enqueued its warm-up batch
+    drain()
+    phase.wait()  # every warm-up job is acked, the queues are empty: the clock starts
+    for part in chunks(numbers, batch):
+        enqueue(part)
+    phase.wait()  # everything enqueued
+    return drain()
+
+
 # -- PostgresQueue ---------------------------------------------------------------------
 
 
@@ -107,24 +129,27 @@ def jobqueue_worker(url: str, numbers: range, batch: int, phase: Barrier) -> int
     from jobqueue.postgres import PostgresQueue
 
     with PostgresQueue(url) as queue:
-        phase.wait()  # start
-        for part in chunks(numbers, batch):
+
+        def enqueue(part: range) -> None:
             items = [ReceiptPayload(**payload(i)) for i in part]
             if batch == 1:
                 queue.enqueue(SEND_RECEIPT, items[0])
             else:
                 queue.enqueue_many(SEND_RECEIPT, items)
-        phase.wait()  # everything enqueued
-        acked = 0
-        if batch == 1:
-            while lease := queue.claim():
-                queue.ack(lease)
-                acked += 1
-        else:
-            while leases := queue.claim_many(batch):
-                queue.ack_many(leases)
-                acked += len(leases)
-        return acked
+
+        def drain() -> int:
+            acked = 0
+            if batch == 1:
+                while lease := queue.claim():
+                    queue.ack(lease)
+                    acked += 1
+            else:
+                while leases := queue.claim_many(batch):
+                    queue.ack_many(leases)
+                    acked += len(leases)
+            return acked
+
+        return timed_part(enqueue, drain, numbers, batch, phase)
 
 
 def jobqueue_left(url: str) -> int:
@@ -151,23 +176,28 @@ def pgqueuer_worker(url: str, numbers: range, batch: int, phase: Barrier) -> int
     from pgqueuer.queries import EntrypointExecutionParameter, Queries
     from pgqueuer.types import QueueEntrypoint, QueueManagerId
 
-    async def work() -> int:
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as con:
-            queries = Queries.from_psycopg_connection(con)
-            entrypoints = {QueueEntrypoint(PGQUEUER_ENTRYPOINT): EntrypointExecutionParameter(0)}
-            manager = QueueManagerId(uuid.uuid4())
-            phase.wait()
-            for part in chunks(numbers, batch):
-                data: list[bytes | None] = [json.dumps(payload(i)).encode() for i in part]
-                await queries.enqueue([PGQUEUER_ENTRYPOINT] * len(data), data, [0] * len(data))
-            phase.wait()
-            acked = 0
-            while jobs := await queries.dequeue(batch, entrypoints, manager, None, timedelta(seconds=30)):
-                await queries.log_jobs([(job, "successful", None) for job in jobs])
-                acked += len(jobs)
-            return acked
+    loop = asyncio.new_event_loop()  # one loop for the connection; each call runs on it
+    con = loop.run_until_complete(psycopg.AsyncConnection.connect(url, autocommit=True))
+    queries = Queries.from_psycopg_connection(con)
+    entrypoints = {QueueEntrypoint(PGQUEUER_ENTRYPOINT): EntrypointExecutionParameter(0)}
+    manager = QueueManagerId(uuid.uuid4())
 
-    return asyncio.run(work())
+    def enqueue(part: range) -> None:
+        data: list[bytes | None] = [json.dumps(payload(i)).encode() for i in part]
+        loop.run_until_complete(queries.enqueue([PGQUEUER_ENTRYPOINT] * len(data), data, [0] * len(data)))
+
+    async def drain_async() -> int:
+        acked = 0
+        while jobs := await queries.dequeue(batch, entrypoints, manager, None, timedelta(seconds=30)):
+            await queries.log_jobs([(job, "successful", None) for job in jobs])
+            acked += len(jobs)
+        return acked
+
+    try:
+        return timed_part(enqueue, lambda: loop.run_until_complete(drain_async()), numbers, batch, phase)
+    finally:
+        loop.run_until_complete(con.close())
+        loop.close()
 
 
 def pgqueuer_left(url: str) -> int:
@@ -206,24 +236,32 @@ def procrastinate_worker(url: str, numbers: range, batch: int, phase: Barrier) -
     acked: list[int] = []
     app = procrastinate_app(url, acked)
     concurrency = 1 if batch == 1 else PROCRASTINATE_CONCURRENCY_AT_BATCH_100
+    loop = asyncio.new_event_loop()  # one loop for the app's connections; each call runs on it
+    opened = app.open_async()
+    loop.run_until_complete(opened.__aenter__())
+    task = app.tasks[PROCRASTINATE_TASK]
 
-    async def work() -> int:
-        async with app.open_async():
-            task = app.tasks[PROCRASTINATE_TASK]
-            phase.wait()
-            for part in chunks(numbers, batch):
-                await task.batch_defer_async(*(payload(i) for i in part))
-            phase.wait()
-            await app.run_worker_async(
+    def enqueue(part: range) -> None:
+        loop.run_until_complete(task.batch_defer_async(*(payload(i) for i in part)))
+
+    def drain() -> int:
+        before = len(acked)
+        loop.run_until_complete(
+            app.run_worker_async(
                 wait=False,
                 concurrency=concurrency,
                 listen_notify=False,
                 delete_jobs="successful",
                 install_signal_handlers=False,
             )
-            return len(acked)
+        )
+        return len(acked) - before
 
-    return asyncio.run(work())
+    try:
+        return timed_part(enqueue, drain, numbers, batch, phase)
+    finally:
+        loop.run_until_complete(opened.__aexit__(None, None, None))
+        loop.close()
 
 
 def procrastinate_left(url: str) -> int:
@@ -247,19 +285,22 @@ def bare_setup(url: str) -> None:
 
 def bare_worker(url: str, numbers: range, batch: int, phase: Barrier) -> int:
     with psycopg.connect(url, autocommit=True) as con:
-        phase.wait()
-        for part in chunks(numbers, batch):
+
+        def enqueue(part: range) -> None:
             con.execute(BARE_INSERT, [[json.dumps(payload(i)) for i in part]])
-        phase.wait()
-        acked = 0
-        while True:
-            with con.transaction():
-                rows = con.execute(BARE_CLAIM, [batch]).fetchall()
-                if rows:
-                    con.execute(BARE_DELETE, [[row[0] for row in rows]])
-            if not rows:
-                return acked
-            acked += len(rows)
+
+        def drain() -> int:
+            acked = 0
+            while True:
+                with con.transaction():
+                    rows = con.execute(BARE_CLAIM, [batch]).fetchall()
+                    if rows:
+                        con.execute(BARE_DELETE, [[row[0] for row in rows]])
+                if not rows:
+                    return acked
+                acked += len(rows)
+
+        return timed_part(enqueue, drain, numbers, batch, phase)
 
 
 def bare_left(url: str) -> int:
@@ -305,7 +346,8 @@ def run_row(server_url: str, name: str, jobs: int, batch: int, workers: int) -> 
         ]
         for proc in procs:
             proc.start()
-        phase.wait()  # every process is connected
+        phase.wait()  # every process is connected and has enqueued its warm-up batch
+        phase.wait()  # and drained the warm-up jobs
         start = time.monotonic()
         phase.wait()  # every process has enqueued its share (this process waits with them)
         outcomes = [results.get(timeout=600) for _ in procs]
@@ -338,14 +380,21 @@ def verdict(ok: bool) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--jobs", type=int, default=1_000, help="jobs per row (default 1,000)")
+    parser.add_argument("--jobs", type=int, default=1_000, help="jobs per row at batch 1 (default 1,000)")
+    parser.add_argument(
+        "--jobs-at-100", type=int, default=10_000, help="jobs per row at batch 100 (default 10,000)"
+    )
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="worker processes")
     parser.add_argument(
         "--rounds", type=int, default=3, help="runs of each row, the queues taking turns; the median counts"
     )
     args = parser.parse_args()
     server_url = database_url()
-    print(f"{server_settings(server_url)}; {args.jobs:,} jobs a row; {os.cpu_count()} CPU cores")
+    jobs = {1: args.jobs, 100: args.jobs_at_100}
+    print(
+        f"{server_settings(server_url)}; {args.jobs:,} jobs a row at batch 1,"
+        f" {args.jobs_at_100:,} at batch 100; {os.cpu_count()} CPU cores"
+    )
     print(
         "jobs/s for enqueue + claim + ack, from the first enqueue to the last ack;"
         f" median of {args.rounds} rounds, the queues taking turns"
@@ -360,7 +409,7 @@ def main() -> None:
             samples: dict[str, list[float]] = {name: [] for name in QUEUES}
             for _ in range(args.rounds):  # a burst of load elsewhere hits one round, not one queue
                 for name in QUEUES:
-                    samples[name].append(run_row(server_url, name, args.jobs, batch, workers))
+                    samples[name].append(run_row(server_url, name, jobs[batch], batch, workers))
             for name in QUEUES:
                 rates[name, batch, workers] = statistics.median(samples[name])
             for name in QUEUES:
