@@ -612,27 +612,37 @@ def test_a_claim_reads_the_claim_index_in_order_and_stops_at_its_limit(
     ], plan
 
 
-def test_the_queue_plans_its_claim_once_and_that_plan_walks_the_claim_index(queue: PostgresQueue) -> None:
-    for start in range(0, 2_000, 100):  # a young queue: never analysed
-        queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(start, start + 100)])
-    for _ in range(8):  # past the five runs after which PostgreSQL may keep re-planning
-        queue.claim_many(10)
+@pytest.mark.parametrize("analysed", [False, True])
+def test_the_queue_plans_its_statements_once_and_no_plan_reads_the_whole_table(
+    queue: PostgresQueue, analysed: bool
+) -> None:
+    for start in range(0, 20_000, 500):  # a young queue (never analysed), or one autovacuum has seen
+        queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(start, start + 500)])
     con = queue._con  # the queue's own connection, where its statements are prepared
     assert con is not None
-    (statement, generic, custom), *others = con.execute(
+    if analysed:
+        con.execute("ANALYZE jobqueue_jobs")
+    for _ in range(8):  # past the five runs after which PostgreSQL may keep re-planning
+        queue.ack_many(queue.claim_many(10))
+    prepared = con.execute(
         "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
-        " WHERE statement LIKE '%FOR UPDATE SKIP LOCKED%'"
     ).fetchall()
-    assert others == []
-    # Planned for the given values, the claim cost more to plan than to run, every time.
-    assert (generic, custom) == (8, 0)
-    plan = [row[0].strip() for row in con.execute("EXPLAIN (GENERIC_PLAN) " + statement)]
-    pick = plan[plan.index("CTE due") + 1 : plan.index("CTE due") + 4]
+    # Planned for the given values, the claim and the enqueue cost more to plan than to run.
+    assert [custom for *_, custom in prepared] == [0] * len(prepared)
+    assert len(prepared) >= 3  # enqueue, claim, ack, each prepared once
+    plans = {
+        statement: [row[0].strip() for row in con.execute("EXPLAIN (GENERIC_PLAN) " + statement)]
+        for statement, *_ in prepared
+    }
+    for plan in plans.values():  # a plan made for any parameters still finds its rows by key
+        assert not [line for line in plan if "Seq Scan on jobqueue_jobs" in line], plan
+    (claim,) = [plan for statement, plan in plans.items() if "FOR UPDATE SKIP LOCKED" in statement]
+    pick = claim[claim.index("CTE due") + 1 : claim.index("CTE due") + 4]
     assert [line.split("  (")[0] for line in pick] == [
         "->  Limit",
         "->  LockRows",
         "->  Index Scan using jobqueue_jobs_claim on jobqueue_jobs",
-    ], plan
+    ], claim
 
 
 def test_an_ack_finds_its_jobs_by_key_on_a_table_never_analysed(

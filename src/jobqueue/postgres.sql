@@ -124,6 +124,10 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- CTE fences the planner: the LIMIT applies before the update, never to more rows. A due
 -- job whose final attempt's lease ran out (spent), or whose deadline has passed (expired,
 -- no attempt used), is dead-lettered instead of claimed; the others are leased.
+-- The updates find their rows by `ctid`, where `due` locked them (a row we hold cannot
+-- move), as a list (`= ANY`): a TID scan, whatever the planner guesses of the LIMIT. Joined
+-- to `due` by id, a plan made once for any limit (generic_plans) guessed hundreds of rows
+-- and hashed the whole table on every claim.
 -- `no_disk_wait` makes this statement's own transaction commit without waiting for the
 -- WAL to reach the disk (synchronous_commit off, for this transaction only): a claim lost
 -- in a server crash leaves its job claimable again, which at-least-once allows (see
@@ -131,8 +135,9 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 WITH no_disk_wait AS MATERIALIZED (
     SELECT set_config('synchronous_commit', 'off', true)
 ), due AS (
-    SELECT id AS due_id, priority AS due_priority, visible_at AS due_visible_at, serial AS due_serial,
-           attempts >= max_attempts AS spent, coalesce(expires_at < %(now)s, false) AS expired
+    SELECT ctid AS due_ctid, id AS due_id, priority AS due_priority, visible_at AS due_visible_at,
+           serial AS due_serial, attempts >= max_attempts AS spent,
+           coalesce(expires_at < %(now)s, false) AS expired
     FROM jobqueue_jobs
     WHERE died_at IS NULL AND visible_at <= %(now)s
     ORDER BY priority DESC, visible_at, serial
@@ -141,21 +146,22 @@ WITH no_disk_wait AS MATERIALIZED (
 ), buried AS (
     UPDATE jobqueue_jobs AS job
     SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
-        last_error = CASE WHEN spent
+        last_error = CASE WHEN job.attempts >= job.max_attempts
             THEN 'LeaseExpired: final attempt ' || job.attempts || ' was neither acked nor failed in time'
             ELSE {expiry_reason} END
-    FROM due WHERE job.id = due_id AND (spent OR expired)
+    WHERE job.ctid = ANY(ARRAY(SELECT due_ctid FROM due WHERE spent OR expired))
     RETURNING job.id
 ), claimed AS (
     UPDATE jobqueue_jobs AS job
     SET attempts = job.attempts + 1, leased_until = %(until)s, leased_at = %(now)s, visible_at = %(until)s,
         lease_token = 'lease-' || nextval('jobqueue_lease'), serial = nextval('jobqueue_serial')
-    FROM due WHERE job.id = due_id AND NOT spent AND NOT expired
-    RETURNING {job_columns}, lease_token, due_priority, due_visible_at, due_serial
+    WHERE job.ctid = ANY(ARRAY(SELECT due_ctid FROM due WHERE NOT spent AND NOT expired))
+    RETURNING {job_columns}, lease_token
 )
 SELECT (SELECT count(*) FROM buried), claimed.*
-FROM no_disk_wait LEFT JOIN claimed ON true  -- one row even when nothing was claimed
-ORDER BY due_priority DESC, due_visible_at, due_serial;
+FROM no_disk_wait  -- one row even when nothing was claimed
+LEFT JOIN (claimed JOIN due ON due_id = claimed.id) ON true
+ORDER BY due_priority DESC, due_visible_at, due_serial;  -- the order of `due`, before the update
 
 -- name: ack
 -- The token alone is never trusted: it must be the current lease of that very job. A dead
