@@ -146,9 +146,19 @@ def test_enqueue_batch_says_which_jobs_it_added(queue: PostgresQueue) -> None:
 def test_fresh_ids_skip_an_id_chosen_by_hand(queue: PostgresQueue) -> None:
     queue.enqueue(RENDER_INVOICE, invoice(1), id="job-2")
     jobs = queue.enqueue_many(RENDER_INVOICE, [invoice(2), invoice(3)])
-    assert [job.id for job in jobs] == ["job-1", "job-3"]
+    # The batch drew job-1 and job-2, met the chosen job-2 and wrote nothing, then drew
+    # again: fresh ids are unique and increasing, not dense.
+    assert [job.id for job in jobs] == ["job-3", "job-4"]
     assert [json.loads(job.payload)["order_id"] for job in jobs] == [2, 3]
     assert len(queue) == 3
+    assert [job.id for job in queue.jobs()] == ["job-2", "job-3", "job-4"]
+
+
+def test_a_batch_of_fresh_jobs_gets_its_ids_in_the_order_of_its_payloads(queue: PostgresQueue) -> None:
+    jobs = queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(1_000)])
+    assert [json.loads(job.payload)["order_id"] for job in jobs] == list(range(1_000))
+    assert [job.id for job in jobs] == [f"job-{n}" for n in range(1, 1_001)]
+    assert {job.id: job for job in queue.jobs()} == {job.id: job for job in jobs}  # as stored
 
 
 def test_ack_many_acks_the_leases_held_and_returns_the_stale_ones(pg_conninfo: str) -> None:

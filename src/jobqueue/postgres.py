@@ -294,6 +294,8 @@ class PostgresQueue:
                 rows.append(index)
         results: dict[int, Enqueued] = {}
         with self._connection(conn) as con:
+            if ids is None and con is self._con:
+                rows = self._insert_fresh(con, job_type, data, results, chosen)
             while rows:  # more than once only when a fresh id was taken meanwhile
                 rows = self._insert(con, job_type, [(i, wanted[i], data[i]) for i in rows], results, chosen)
             if con is self._con and any(entry.added for entry in results.values()):
@@ -650,6 +652,45 @@ class PostgresQueue:
             else:
                 again.append(index)  # and acked since: the id is free again
         return again
+
+    def _insert_fresh(
+        self,
+        con: psycopg.Connection[Any],
+        job_type: JobType[P],
+        payloads: list[str],
+        results: dict[int, Enqueued],
+        priority: int,
+    ) -> list[int]:
+        """Insert jobs that all take fresh ids, on the queue's own connection; fill ``results``.
+
+        Returns:
+            ``[]``, or every index when a fresh ``job-N`` was already taken by an id chosen
+            by hand: the statement then wrote nothing, and the batch is for :meth:`_insert`.
+        """
+        policy = job_type.retry or self.retry
+        now = self.clock.now()
+        try:
+            found = con.execute(
+                SQL["enqueue_fresh"],
+                {
+                    "payloads": payloads,
+                    "type": job_type.name,
+                    "max_attempts": policy.max_attempts,
+                    "base_s": policy.backoff.base_s,
+                    "cap_s": policy.backoff.cap_s,
+                    "now": now,
+                    "priority": priority,
+                    "expires_at": deadline(now, job_type.expires_after_s),
+                    "expires_after_s": job_type.expires_after_s,
+                },
+                prepare=True,
+            ).fetchall()
+        except psycopg.errors.UniqueViolation:
+            return list(range(len(payloads)))
+        for index, ((job_id,), payload) in enumerate(zip(found, payloads, strict=True)):
+            new = job_type.new_job(id=job_id, payload=payload, retry=policy, now=now, priority=priority)
+            results[index] = Enqueued(job=new, added=True)
+        return []
 
     def _unavailable(self, exc: psycopg.OperationalError) -> QueueUnavailableError:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
