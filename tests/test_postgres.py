@@ -33,6 +33,7 @@ from test_queue_state_machine import SETTINGS, policy
 from jobqueue import (
     Backoff,
     InvalidSettingError,
+    JobQueue,
     Lease,
     ManualClock,
     QueueUnavailableError,
@@ -44,6 +45,7 @@ from jobqueue import (
 )
 from jobqueue.errors import QueueSchemaError
 from jobqueue.postgres import PostgresQueue, describe_server
+from jobqueue.queue import Queue
 from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 
 T0 = 1_000.0
@@ -653,6 +655,35 @@ def test_the_queue_plans_its_statements_once_and_no_plan_reads_the_whole_table(
         "->  LockRows",
         "->  Index Scan using jobqueue_jobs_claim on jobqueue_jobs",
     ], claim
+
+
+def test_a_batch_is_leased_in_claim_order_wherever_its_rows_lie(pg_conninfo: str) -> None:
+    # The claim writes each job's new place (serial) and token in claim order, as the
+    # in-memory queue does, not in the order of the rows on disk: here a vacuum frees the
+    # first row's slot, and job b's next version takes it, ahead of c on the page.
+    def scenario(queue: Queue, clock: ManualClock) -> list[str]:
+        queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2), invoice(3)], ids=["a", "b", "c"])
+        (first,) = queue.claim_many(1)
+        queue.ack(first)  # a is gone
+        (b,) = queue.claim_many(1)
+        if isinstance(queue, PostgresQueue):
+            with psycopg.connect(pg_conninfo, autocommit=True) as con:
+                con.execute("VACUUM jobqueue_jobs")  # frees the slots of a and of b's first version
+        queue.release(b)  # b waits again, after c, in the page's first slot
+        if isinstance(queue, PostgresQueue):
+            with psycopg.connect(pg_conninfo, autocommit=True) as con:
+                rows = dict(con.execute("SELECT id, ctid::text FROM jobqueue_jobs").fetchall())
+            assert rows["b"] < rows["c"], rows  # the case this test is about: b's row lies first
+        batch = queue.claim_many(2)
+        clock.advance(60)  # both leases run out at once
+        again = queue.claim_many(2)
+        return [f"{lease.job.id} {lease.token}" for lease in batch + again]
+
+    memory_clock = ManualClock(T0)
+    expected = scenario(JobQueue(memory_clock, visibility_timeout_s=30), memory_clock)
+    clock = ManualClock(T0)
+    with PostgresQueue(pg_conninfo, clock=clock, visibility_timeout_s=30) as queue:
+        assert scenario(queue, clock) == expected == ["c lease-3", "b lease-4", "c lease-5", "b lease-6"]
 
 
 def test_an_ack_finds_its_jobs_by_key_on_a_table_never_analysed(

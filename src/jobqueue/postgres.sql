@@ -142,10 +142,12 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- CTE fences the planner: the LIMIT applies before the update, never to more rows. A due
 -- job whose final attempt's lease ran out (spent), or whose deadline has passed (expired,
 -- no attempt used), is dead-lettered instead of claimed; the others are leased.
--- The updates find their rows by `ctid`, where `due` locked them (a row we hold cannot
--- move), as a list (`= ANY`): a TID scan, whatever the planner guesses of the LIMIT. Joined
--- to `due` by id, a plan made once for any limit (generic_plans) guessed hundreds of rows
--- and hashed the whole table on every claim.
+-- `picked` numbers the jobs to lease in claim order: each gets its new serial (its place
+-- once the lease runs out) and its lease token there, in that order. The updates find
+-- their rows by `ctid`, where `due` locked them (a row we hold cannot move), from a list:
+-- a TID scan, whatever the planner guesses of the LIMIT. (Joined to `due`, a plan made
+-- once for any limit, see generic_plans, guessed hundreds of rows and hashed the whole
+-- table on every claim.)
 -- `no_disk_wait` makes this statement's own transaction commit without waiting for the
 -- WAL to reach the disk (synchronous_commit off, for this transaction only): a claim lost
 -- in a server crash leaves its job claimable again, which at-least-once allows (see
@@ -153,14 +155,18 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 WITH no_disk_wait AS MATERIALIZED (
     SELECT set_config('synchronous_commit', 'off', true)
 ), due AS (
-    SELECT ctid AS due_ctid, id AS due_id, priority AS due_priority, visible_at AS due_visible_at,
-           serial AS due_serial, attempts >= max_attempts AS spent,
-           coalesce(expires_at < %(now)s, false) AS expired
+    SELECT ctid AS due_ctid, priority AS due_priority, visible_at AS due_visible_at, serial AS due_serial,
+           attempts >= max_attempts AS spent, coalesce(expires_at < %(now)s, false) AS expired
     FROM jobqueue_jobs
     WHERE died_at IS NULL AND visible_at <= %(now)s
     ORDER BY priority DESC, visible_at, serial
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), picked AS MATERIALIZED (
+    -- nextval runs after the ORDER BY (PostgreSQL evaluates volatile output columns last)
+    SELECT due_ctid, nextval('jobqueue_serial') AS new_serial, 'lease-' || nextval('jobqueue_lease') AS token
+    FROM due WHERE NOT spent AND NOT expired
+    ORDER BY due_priority DESC, due_visible_at, due_serial
 ), buried AS (
     UPDATE jobqueue_jobs AS job
     SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
@@ -172,14 +178,18 @@ WITH no_disk_wait AS MATERIALIZED (
 ), claimed AS (
     UPDATE jobqueue_jobs AS job
     SET attempts = job.attempts + 1, leased_until = %(until)s, leased_at = %(now)s, visible_at = %(until)s,
-        lease_token = 'lease-' || nextval('jobqueue_lease'), serial = nextval('jobqueue_serial')
-    WHERE job.ctid = ANY(ARRAY(SELECT due_ctid FROM due WHERE NOT spent AND NOT expired))
-    RETURNING {job_columns}, lease_token
+        lease_token = lease.token, serial = lease.new_serial
+    FROM unnest(  -- three lists in the same order, one entry per job: a few rows to the planner
+        ARRAY(SELECT due_ctid FROM picked ORDER BY new_serial),
+        ARRAY(SELECT new_serial FROM picked ORDER BY new_serial),
+        ARRAY(SELECT token FROM picked ORDER BY new_serial)
+    ) AS lease (at, new_serial, token)
+    WHERE job.ctid = lease.at
+    RETURNING {job_columns}, job.lease_token, job.serial
 )
 SELECT (SELECT count(*) FROM buried), claimed.*
-FROM no_disk_wait  -- one row even when nothing was claimed
-LEFT JOIN (claimed JOIN due ON due_id = claimed.id) ON true
-ORDER BY due_priority DESC, due_visible_at, due_serial;  -- the order of `due`, before the update
+FROM no_disk_wait LEFT JOIN claimed ON true  -- one row even when nothing was claimed
+ORDER BY claimed.serial;  -- claim order
 
 -- name: ack
 -- The token alone is never trusted: it must be the current lease of that very job. A dead
