@@ -350,9 +350,11 @@ class PostgresQueue:
                     SQL["claim"],
                     {"now": now, "until": now + self.visibility_timeout_s, "limit": limit - len(leases)},
                     prepare=True,  # the queue's own connection (see _prepare)
+                    binary=True,  # numbers as they are stored, not as decimal text to parse
                 ).fetchall()
                 buried = rows[0][0]
-                for row in rows:  # the count of buried jobs, a job row, its token, its old order
+                rows.sort(key=_claim_order)
+                for row in rows:  # the count of buried jobs, a job row, its token, its new serial
                     if row[1] is not None:
                         lease = self._lease(con, row[1 : _JOB_WIDTH + 2], now)
                         if lease is not None:
@@ -588,7 +590,7 @@ class PostgresQueue:
             if self._con is None or self._con.closed:
                 try:
                     self._con = psycopg.connect(self._conninfo, autocommit=True)
-                    self._con.execute(SQL["generic_plans"])
+                    self._con.execute(SQL["generic_plans"].encode())  # two statements, no parameters
                 except psycopg.OperationalError as exc:
                     raise self._unavailable(exc) from exc
             try:
@@ -779,6 +781,11 @@ class PostgresQueue:
         with self._transaction() as con:
             con.execute(SQL["count_outcomes"], columns)
             con.execute(SQL["forget_outcomes"], {"before": before})
+
+
+def _claim_order(row: Sequence[Any]) -> int:
+    """Sort key of a row of the claim: its new serial, which the claim gave in claim order."""
+    return row[-1] or 0  # the row of a claim that leased nothing has none
 
 
 def _read_dead(row: Sequence[Any], now: float) -> DeadLetter:
