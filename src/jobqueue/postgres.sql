@@ -184,11 +184,10 @@ WITH no_disk_wait AS MATERIALIZED (
     UPDATE jobqueue_jobs AS job
     SET attempts = job.attempts + 1, leased_until = %(until)s, leased_at = %(now)s, visible_at = %(until)s,
         lease_token = lease.token, serial = lease.new_serial
-    FROM unnest(  -- three lists in the same order, one entry per job: a few rows to the planner
-        ARRAY(SELECT due_ctid FROM picked ORDER BY new_serial),
-        ARRAY(SELECT new_serial FROM picked ORDER BY new_serial),
-        ARRAY(SELECT token FROM picked ORDER BY new_serial)
-    ) AS lease (at, new_serial, token)
+    FROM (  -- three lists, filled from the same rows in one pass: one entry per job
+        SELECT array_agg(due_ctid) AS ats, array_agg(new_serial) AS serials, array_agg(token) AS tokens
+        FROM picked
+    ) AS lists, unnest(lists.ats, lists.serials, lists.tokens) AS lease (at, new_serial, token)
     WHERE job.ctid = lease.at
     RETURNING {job_columns}, job.lease_token, job.serial
 )
