@@ -788,3 +788,23 @@ def test_claims_order_by_priority_after_a_reopen_and_a_replay(path: Path) -> Non
         queue.enqueue(RENDER_INVOICE, invoice(4), id="bumped", priority=1)
     with open_queue(path, clock) as queue:  # two priorities among the live jobs, found at opening
         assert [lease.job.id for lease in queue.claim_many(2)] == ["bumped", "newer"]
+
+
+def test_job_ids_are_stored_uncompressed_so_an_ack_commits_in_the_same_time_at_any_backlog(
+    path: Path,
+) -> None:
+    # DuckDB compresses a text column it writes to the file (DICT_FSST for ids like these);
+    # a deleted job's id then has to be read back out of its compressed block at commit, to
+    # take it out of the primary key: measured, 100 acks committed in 0.7 ms with 1k jobs
+    # waiting and 4.8 ms with 100k. Stored uncompressed, 0.7 ms at both.
+    with DurableQueue(path, ManualClock(0)) as queue:
+        queue.enqueue_many(
+            SEND_RECEIPT, [ReceiptPayload(order_id=n, email="a@example.com") for n in range(5_000)]
+        )
+        queue._con.execute("CHECKPOINT")  # writes the rows to the file's blocks, compressed as chosen
+        kinds = queue._con.execute(
+            "SELECT DISTINCT compression FROM pragma_storage_info('jobqueue_jobs')"
+            " WHERE column_name = 'id' AND segment_type = 'VARCHAR'"
+        ).fetchall()
+        assert kinds == [("Uncompressed",)]
+        assert queue.ack_many(queue.claim_many(100)) == []

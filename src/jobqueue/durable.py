@@ -100,7 +100,7 @@ CREATE SEQUENCE IF NOT EXISTS jobqueue_serial;
 CREATE SEQUENCE IF NOT EXISTS jobqueue_lease;
 CREATE SEQUENCE IF NOT EXISTS jobqueue_job_id;
 CREATE TABLE IF NOT EXISTS jobqueue_jobs (
-    id VARCHAR PRIMARY KEY,
+    id VARCHAR USING COMPRESSION uncompressed PRIMARY KEY,
     type VARCHAR NOT NULL,
     payload VARCHAR NOT NULL,
     attempts INTEGER NOT NULL,
@@ -150,7 +150,13 @@ CREATE TABLE IF NOT EXISTS jobqueue_outcomes (
 COLUMN IF NOT EXISTS``, at the end of the table, so statements name their columns): leased
 times in lesson 11, priorities and deadlines in lesson 13 (old rows get priority 0 and no
 deadline). DuckDB adds no NOT NULL to an existing table, so in an old file a NULL priority
-can be stored; :func:`jobqueue._rows.job_from_row` refuses it as corrupt."""
+can be stored; :func:`jobqueue._rows.job_from_row` refuses it as corrupt.
+
+The job ids are stored uncompressed. Left to choose, DuckDB compresses them (DICT_FSST)
+once written to the file, and then each deleted job costs its commit the reading back of
+its id from the compressed block, to take it out of the primary key: an ack of 100 jobs
+committed in 0.7 ms with 1k jobs waiting and 4.8 ms with 100k (0.7 ms uncompressed).
+DuckDB cannot change a column's compression later, so a file made before keeps its own."""
 
 _DEAD_STORED = (
     "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, last_error,"
