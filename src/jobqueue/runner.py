@@ -140,6 +140,9 @@ class Runner:
         # Finished attempts not settled yet, and when the first of them must be settled by.
         self._finished: list[Attempt] = []
         self._settle_by = float("inf")
+        # No prefetched lease needs extending before this time (seconds on the clock); it may
+        # be early (a lease started since), never late: until then no step looks at them all.
+        self._refresh_by = float("inf")
         self._stopping = asyncio.Event()
         self._hurry = asyncio.Event()
         # A queue that can tell when work arrives (PostgresQueue: LISTEN/NOTIFY) wakes an
@@ -248,6 +251,8 @@ class Runner:
         else:
             claimed = []
         waiting.extend(claimed)
+        if claimed:
+            self._refresh_by = min(self._refresh_by, min(map(self._refresh_due, claimed)))
         self._start(waiting, running)
         if until_idle and not running:
             return True
@@ -255,7 +260,8 @@ class Runner:
         # queue says work arrived), and in time to extend the leases of prefetched jobs.
         short = len(claimed) < wanted
         nap_s = [self.poll_s] if short else []
-        nap_s += [self._refresh_due(lease) - self.clock.now() for lease in waiting]
+        if waiting:
+            nap_s.append(self._refresh_by - self.clock.now())
         if self._finished:
             nap_s.append(self._settle_by - self.clock.now())
         nap = self.clock.sleep(max(0.0, min(nap_s))) if nap_s else None
@@ -279,6 +285,8 @@ class Runner:
     def _keep_alive(self, waiting: deque[Lease]) -> list[JobEvent]:
         """Extend the leases of prefetched jobs that are due for it; drop any found lost."""
         now = self.clock.now()
+        if now < self._refresh_by:  # none is due yet: no need to look at each
+            return []
         events = []
         for _ in range(len(waiting)):
             lease = waiting.popleft()
@@ -289,6 +297,7 @@ class Runner:
                     events.append(self.worker.record(lease, "stale", stale))
                     continue
             waiting.append(lease)
+        self._refresh_by = min(map(self._refresh_due, waiting), default=float("inf"))
         return events
 
     def _start(self, waiting: deque[Lease], running: dict[asyncio.Task[Attempt], Lease]) -> int:
