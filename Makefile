@@ -78,6 +78,7 @@ bench: $(STAMP) $(BENCH_STAMP)
 	status=0; \
 	$(BIN)/python benchmarks/queue_throughput.py || status=1; \
 	$(BIN)/python benchmarks/durable_throughput.py || status=1; \
+	$(BIN)/python benchmarks/durable_statements.py || status=1; \
 	$(BIN)/python benchmarks/worker_concurrency.py || status=1; \
 	$(BIN)/python benchmarks/postgres_throughput.py || status=1; \
 	$(BIN)/python benchmarks/postgres_row_costs.py || status=1; \
