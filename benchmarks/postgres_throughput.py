@@ -6,16 +6,21 @@ One run, one server (``JOBQUEUE_DATABASE_URL``, else the course's local embedded
 disk unless a queue asks otherwise for its own transaction: PostgresQueue's claims do
 (``synchronous_commit`` off, as a claim lost in a crash means a second run, never a lost
 job), so each of its jobs waits for two commits, its enqueue and its ack, as in the bare
-loop. Each row gets a fresh database on that server and the same
-``--jobs`` jobs, each with the payload ``{"order_id": i, "email": "customer@example.com"}``.
+loop. Each row gets a fresh database on that server and the same jobs, ``--jobs`` of them at
+batch 1 (default 1,000) and ``--jobs-at-100`` at batch 100 (default 10,000, so that a row
+lasts long enough to measure), each with the payload ``{"order_id": i, "email":
+"customer@example.com"}``.
 
 A row is one queue at one batch size with 1, 2 or 4 worker processes, run ``--rounds``
 times (default 3) with the four queues taking turns; the median of its rounds counts, so
-that a burst of load from elsewhere on the machine costs one round, not one queue's row. Each process opens
-its connection, then (timed from here) enqueues its share of the jobs in batches, waits
-for the others to finish enqueueing, and claims and acks until nothing is left. The clock
-runs from the common start to the last process's last ack, so a row's jobs/s is for
-enqueue + claim + ack. Every row checks afterwards that every job was acked exactly once.
+that a burst of load from elsewhere on the machine costs one round, not one queue's row.
+Each process opens its connection and warms up: it enqueues one batch and, once every
+process has, claims and acks until nothing is left, so that a row measures running
+workers, not a process's first statements. Then (timed from here) it enqueues its share of
+the jobs in batches, waits for the others to finish enqueueing, and claims and acks until
+nothing is left. The clock runs from the common start to the last process's last ack, so a
+row's jobs/s is for enqueue + claim + ack. Every row checks afterwards that every job was
+acked exactly once.
 
 The four queues, each in its plainest form:
 

@@ -575,7 +575,7 @@ def test_a_readable_row_gives_the_job_its_values_make(changes: dict[str, object]
 
 def test_a_job_from_checked_values_needs_every_field() -> None:
     job = jq.Job(id="j1", type="t", payload="{}")
-    values = dict(vars(job))
+    values = {name: getattr(job, name) for name in job.__dataclass_fields__}
     assert jq.Job.from_checked(values) == job
     del values["priority"]
     with pytest.raises(jq.InvalidSettingError, match="a job needs the fields"):
