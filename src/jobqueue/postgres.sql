@@ -147,14 +147,12 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- CTE fences the planner: the LIMIT applies before the update, never to more rows. A due
 -- job whose final attempt's lease ran out (spent), or whose deadline has passed (expired,
 -- no attempt used), is dead-lettered instead of claimed; the others are leased.
--- `due` also gives each job its new serial (its place once the lease runs out) and its
--- lease token, in claim order: PostgreSQL computes volatile output columns in the order of
--- the ORDER BY, as the index hands the rows over, or after the sort when there is one (a
--- row skipped as locked, or a job then dead-lettered, leaves a gap in the numbers). The updates
--- find their rows by `ctid`, where `due` locked them (a row we hold cannot move), from a
--- list: a TID scan, whatever the planner guesses of the LIMIT. (Joined to `due`, a plan
--- made once for any limit, see generic_plans, guessed hundreds of rows and hashed the
--- whole table on every claim.)
+-- `picked` numbers the jobs to lease in claim order: each gets its new serial (its place
+-- once the lease runs out) and its lease token there, in that order. The updates find
+-- their rows by `ctid`, where `due` locked them (a row we hold cannot move), from a list:
+-- a TID scan, whatever the planner guesses of the LIMIT. (Joined to `due`, a plan made
+-- once for any limit, see generic_plans, guessed hundreds of rows and hashed the whole
+-- table on every claim.)
 -- `no_disk_wait` makes this statement's own transaction commit without waiting for the
 -- WAL to reach the disk (synchronous_commit off, for this transaction only): a claim lost
 -- in a server crash leaves its job claimable again, which at-least-once allows (see
@@ -162,13 +160,18 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 WITH no_disk_wait AS MATERIALIZED (
     SELECT set_config('synchronous_commit', 'off', true)
 ), due AS (
-    SELECT ctid AS due_ctid, attempts >= max_attempts AS spent, coalesce(expires_at < %(now)s, false) AS expired,
-           nextval('jobqueue_serial') AS new_serial, 'lease-' || nextval('jobqueue_lease') AS token
+    SELECT ctid AS due_ctid, priority AS due_priority, visible_at AS due_visible_at, serial AS due_serial,
+           attempts >= max_attempts AS spent, coalesce(expires_at < %(now)s, false) AS expired
     FROM jobqueue_jobs
     WHERE died_at IS NULL AND visible_at <= %(now)s
     ORDER BY priority DESC, visible_at, serial
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), picked AS MATERIALIZED (
+    -- nextval runs after the ORDER BY (PostgreSQL evaluates volatile output columns last)
+    SELECT due_ctid, nextval('jobqueue_serial') AS new_serial, 'lease-' || nextval('jobqueue_lease') AS token
+    FROM due WHERE NOT spent AND NOT expired
+    ORDER BY due_priority DESC, due_visible_at, due_serial
 ), buried AS (
     UPDATE jobqueue_jobs AS job
     SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
@@ -183,7 +186,7 @@ WITH no_disk_wait AS MATERIALIZED (
         lease_token = lease.token, serial = lease.new_serial
     FROM (  -- three lists, filled from the same rows in one pass: one entry per job
         SELECT array_agg(due_ctid) AS ats, array_agg(new_serial) AS serials, array_agg(token) AS tokens
-        FROM due WHERE NOT spent AND NOT expired
+        FROM picked
     ) AS lists, unnest(lists.ats, lists.serials, lists.tokens) AS lease (at, new_serial, token)
     WHERE job.ctid = lease.at
     RETURNING {job_columns}, job.lease_token, job.serial
