@@ -680,6 +680,21 @@ def test_plans_made_on_a_young_queue_still_find_rows_by_key_once_it_holds_thousa
     ], claim
 
 
+def test_rows_skipped_as_locked_use_up_no_lease_numbers(queue: PostgresQueue, pg_conninfo: str) -> None:
+    # Tokens and places are numbered for the jobs a claim leases, not for every row its scan
+    # passes: otherwise how many rows other workers held would show in the numbers, and a
+    # lesson's printed tokens would change from run to run.
+    queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2), invoice(3)], ids=["a", "b", "c"])
+    with psycopg.connect(pg_conninfo) as other:  # another worker's claim, still open, holds a
+        other.execute("SELECT 1 FROM jobqueue_jobs WHERE id = 'a' FOR UPDATE")
+        (first,) = queue.claim_many(1)
+    (second,) = queue.claim_many(1)
+    assert [(first.job.id, first.token), (second.job.id, second.token)] == [
+        ("b", "lease-1"),
+        ("a", "lease-2"),
+    ]
+
+
 def test_a_batch_is_leased_in_claim_order_wherever_its_rows_lie(pg_conninfo: str) -> None:
     # The claim writes each job's new place (serial) and token in claim order, as the
     # in-memory queue does, not in the order of the rows on disk: here a vacuum frees the
