@@ -48,12 +48,14 @@ status"). Run: ``make bench`` or
 ``.venv/bin/python benchmarks/postgres_throughput.py [--jobs N] [--workers 1 2 4] [--rounds R]``;
 pgqueuer and procrastinate come with the ``bench`` extra (``pip install -e '.[bench]'``).
 
-Measured on 2 cores shared with other work (PostgreSQL 18.6 embedded, 1,000 jobs, 3 rounds),
-two runs, PostgresQueue against the bare loop with 1 / 2 / 4 worker processes: batch 1
-0.66 / 0.62 / 0.50x and 0.57 / 0.75 / 1.05x; batch 100 0.54 / 0.46 / 0.60x and 0.58 / 0.52 /
-0.44x; against pgqueuer at batch 100 1.31x and 1.16x. The 0.7x goal is not met at batch
-100: what is left is the claim's UPDATE (a new row version and two index entries per job,
-where the bare loop only locks), about four times the bare loop's server time per job.
+Measured on the course's 2-core machine (PostgreSQL 18.6 embedded, 3 rounds, 2026-12-02),
+PostgresQueue against the bare loop with 1 / 2 / 4 worker processes: batch 1 0.88 / 0.86 /
+0.79x, batch 100 0.69 / 0.58 / 0.60x; against pgqueuer at batch 100 1.97x at the worst. The
+same script on the code of the session before: batch 1 0.65 / 0.60 / 0.59x, batch 100 0.51 /
+0.49 / 0.46x. The 0.7x goal is not met at batch 100, and ``postgres_row_costs.py`` says
+why: on the server, the lease a claim writes (a new row version with new index entries)
+costs about 9 us a job, twice the bare loop's whole lock + delete (about 4.5 us), which
+writes no lease.
 """
 
 from __future__ import annotations
