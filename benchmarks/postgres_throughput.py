@@ -49,8 +49,8 @@ status"). Run: ``make bench`` or
 pgqueuer and procrastinate come with the ``bench`` extra (``pip install -e '.[bench]'``).
 
 Measured on the course's 2-core machine (PostgreSQL 18.6 embedded, 3 rounds, 2026-12-02),
-PostgresQueue against the bare loop with 1 / 2 / 4 worker processes: batch 1 0.88 / 0.86 /
-0.79x, batch 100 0.69 / 0.58 / 0.60x; against pgqueuer at batch 100 1.97x at the worst. The
+PostgresQueue against the bare loop with 1 / 2 / 4 worker processes: batch 1 0.88 / 0.78 /
+0.78x, batch 100 0.63 / 0.60 / 0.60x; against pgqueuer at batch 100 1.90x at the worst. The
 same script on the code of the session before: batch 1 0.65 / 0.60 / 0.59x, batch 100 0.51 /
 0.49 / 0.46x. The 0.7x goal is not met at batch 100, and ``postgres_row_costs.py`` says
 why: on the server, the lease a claim writes (a new row version with new index entries)
