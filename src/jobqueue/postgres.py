@@ -625,17 +625,10 @@ class PostgresQueue:
         now = self.clock.now()
         found = con.execute(
             SQL["enqueue"],
-            {
+            _new_job_values(job_type, policy, now, priority)
+            | {
                 "ids": [job_id for _, job_id, _ in rows],
                 "payloads": [payload for _, _, payload in rows],
-                "type": job_type.name,
-                "max_attempts": policy.max_attempts,
-                "base_s": policy.backoff.base_s,
-                "cap_s": policy.backoff.cap_s,
-                "now": now,
-                "priority": priority,
-                "expires_at": deadline(now, job_type.expires_after_s),
-                "expires_after_s": job_type.expires_after_s,
                 "notify": con is not self._con,  # in the caller's transaction: at its commit
             },
             prepare=self._prepare(con),
@@ -674,17 +667,7 @@ class PostgresQueue:
         try:
             found = con.execute(
                 SQL["enqueue_fresh"],
-                {
-                    "payloads": payloads,
-                    "type": job_type.name,
-                    "max_attempts": policy.max_attempts,
-                    "base_s": policy.backoff.base_s,
-                    "cap_s": policy.backoff.cap_s,
-                    "now": now,
-                    "priority": priority,
-                    "expires_at": deadline(now, job_type.expires_after_s),
-                    "expires_after_s": job_type.expires_after_s,
-                },
+                _new_job_values(job_type, policy, now, priority) | {"payloads": payloads},
                 prepare=True,
             ).fetchall()
         except psycopg.errors.UniqueViolation:
@@ -781,6 +764,20 @@ class PostgresQueue:
         with self._transaction() as con:
             con.execute(SQL["count_outcomes"], columns)
             con.execute(SQL["forget_outcomes"], {"before": before})
+
+
+def _new_job_values(job_type: JobType[Any], policy: RetryPolicy, now: float, priority: int) -> dict[str, Any]:
+    """The values both enqueue statements store in every new job of ``job_type``, enqueued at ``now``."""
+    return {
+        "type": job_type.name,
+        "max_attempts": policy.max_attempts,
+        "base_s": policy.backoff.base_s,
+        "cap_s": policy.backoff.cap_s,
+        "now": now,
+        "priority": priority,
+        "expires_at": deadline(now, job_type.expires_after_s),
+        "expires_after_s": job_type.expires_after_s,
+    }
 
 
 def _claim_order(row: Sequence[Any]) -> int:
