@@ -19,7 +19,16 @@ from typing import Any
 
 from jobqueue.backoff import Backoff
 from jobqueue.errors import CorruptJobError, InvalidSettingError
-from jobqueue.job import MAX_ATTEMPTS_LIMIT, PRIORITY_LIMIT, DeadLetter, Job, RetryPolicy, check_priority
+from jobqueue.job import (
+    MAX_ATTEMPTS_LIMIT,
+    PRIORITY_LIMIT,
+    DeadLetter,
+    Job,
+    JobType,
+    RetryPolicy,
+    check_priority,
+    deadline,
+)
 
 JOB_FIELDS = (
     "id",
@@ -44,6 +53,24 @@ JOB_COLUMNS = ", ".join(JOB_FIELDS)
 
 DEAD_COLUMNS = JOB_COLUMNS.replace("leased_until, leased_at", "NULL, NULL") + ", died_at"
 """The select list of a dead-letter row: a job row (never leased) and ``died_at``."""
+
+
+def new_job_values(job_type: JobType[Any], policy: RetryPolicy, now: float, priority: int) -> dict[str, Any]:
+    """The values every SQL backend stores in a new job of ``job_type`` enqueued at ``now``.
+
+    Keyed by the statements' parameter names: ``type``, ``max_attempts``, ``base_s``,
+    ``cap_s``, ``now`` (seconds), ``priority``, ``expires_at`` and ``expires_after_s``.
+    """
+    return {
+        "type": job_type.name,
+        "max_attempts": policy.max_attempts,
+        "base_s": policy.backoff.base_s,
+        "cap_s": policy.backoff.cap_s,
+        "now": now,
+        "priority": priority,
+        "expires_at": deadline(now, job_type.expires_after_s),
+        "expires_after_s": job_type.expires_after_s,
+    }
 
 
 def expiry_reason_sql(now: str) -> str:

@@ -56,6 +56,7 @@ from jobqueue._rows import (
     dead_from_row,
     expiry_reason_sql,
     job_from_row,
+    new_job_values,
     salvage,
     salvage_dead,
 )
@@ -336,7 +337,7 @@ class DurableQueue:
                     f"INSERT INTO jobqueue_jobs ({_NEW_COLUMNS}) SELECT unnest($ids), $type,"
                     f" unnest($payloads), {_NEW_VALUES}",
                     {"ids": list(new_rows), "payloads": list(new_rows.values())}
-                    | _new_params(job_type, policy, now, priority),
+                    | new_job_values(job_type, policy, now, priority),
                 )
                 numbers = [number for job_id in new_rows if (number := _id_number(job_id)) is not None]
                 self._reserve_ids(con, max(numbers, default=None))
@@ -361,7 +362,7 @@ class DurableQueue:
             rows = self._con.execute(
                 f"INSERT INTO jobqueue_jobs ({_NEW_COLUMNS}) SELECT 'job-' || nextval('jobqueue_job_id'),"
                 f" $type, unnest($payloads), {_NEW_VALUES} RETURNING id, payload, serial",
-                {"payloads": data} | _new_params(job_type, policy, now, priority),
+                {"payloads": data} | new_job_values(job_type, policy, now, priority),
             ).fetchall()
         ids_by_payload: dict[str, list[str]] = {}
         for job_id, payload, _ in sorted(rows, key=lambda row: row[2], reverse=True):
@@ -971,23 +972,11 @@ _NEW_COLUMNS = (
 """The columns an enqueue fills, in order; the others start NULL."""
 
 _NEW_VALUES = (
-    "0, $max, $base, $cap, $now, $now, nextval('jobqueue_serial'), $priority, $expires_at, $expires_after_s"
+    "0, $max_attempts, $base_s, $cap_s, $now, $now, nextval('jobqueue_serial'), $priority, $expires_at,"
+    " $expires_after_s"
 )
-"""The values of :data:`_NEW_COLUMNS` after id, type and payload, as placeholders."""
-
-
-def _new_params(job_type: JobType[Any], policy: RetryPolicy, now: float, priority: int) -> dict[str, Any]:
-    """The values of :data:`_NEW_VALUES` for jobs of ``job_type`` enqueued at ``now``."""
-    return {
-        "type": job_type.name,
-        "max": policy.max_attempts,
-        "base": policy.backoff.base_s,
-        "cap": policy.backoff.cap_s,
-        "now": now,
-        "priority": priority,
-        "expires_at": deadline(now, job_type.expires_after_s),
-        "expires_after_s": job_type.expires_after_s,
-    }
+"""The values of :data:`_NEW_COLUMNS` after id, type and payload, as placeholders
+(filled by :func:`jobqueue._rows.new_job_values`)."""
 
 
 def _in_order(due: list[tuple[int, str, bool]], rows: list[Any], jobs: list[Job]) -> list[Lease]:

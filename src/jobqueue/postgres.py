@@ -53,7 +53,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from jobqueue._rows import DEAD_COLUMNS, JOB_COLUMNS, expiry_reason_sql, salvage, salvage_dead
+from jobqueue._rows import DEAD_COLUMNS, JOB_COLUMNS, expiry_reason_sql, new_job_values, salvage, salvage_dead
 from jobqueue._rows import dead_from_row as _dead
 from jobqueue._rows import job_from_row as _job
 from jobqueue.backoff import RandomFn
@@ -78,7 +78,6 @@ from jobqueue.job import (
     check_positive_seconds,
     check_priority,
     check_retry,
-    deadline,
 )
 from jobqueue.metrics import DEFAULT_WINDOW_S, PendingOutcomes, QueueMetrics, bucket, check_window
 from jobqueue.queue import (
@@ -625,7 +624,7 @@ class PostgresQueue:
         now = self.clock.now()
         found = con.execute(
             SQL["enqueue"],
-            _new_job_values(job_type, policy, now, priority)
+            new_job_values(job_type, policy, now, priority)
             | {
                 "ids": [job_id for _, job_id, _ in rows],
                 "payloads": [payload for _, _, payload in rows],
@@ -667,7 +666,7 @@ class PostgresQueue:
         try:
             found = con.execute(
                 SQL["enqueue_fresh"],
-                _new_job_values(job_type, policy, now, priority) | {"payloads": payloads},
+                new_job_values(job_type, policy, now, priority) | {"payloads": payloads},
                 prepare=True,
             ).fetchall()
         except psycopg.errors.UniqueViolation:
@@ -764,20 +763,6 @@ class PostgresQueue:
         with self._transaction() as con:
             con.execute(SQL["count_outcomes"], columns)
             con.execute(SQL["forget_outcomes"], {"before": before})
-
-
-def _new_job_values(job_type: JobType[Any], policy: RetryPolicy, now: float, priority: int) -> dict[str, Any]:
-    """The values both enqueue statements store in every new job of ``job_type``, enqueued at ``now``."""
-    return {
-        "type": job_type.name,
-        "max_attempts": policy.max_attempts,
-        "base_s": policy.backoff.base_s,
-        "cap_s": policy.backoff.cap_s,
-        "now": now,
-        "priority": priority,
-        "expires_at": deadline(now, job_type.expires_after_s),
-        "expires_after_s": job_type.expires_after_s,
-    }
 
 
 def _claim_order(row: Sequence[Any]) -> int:
