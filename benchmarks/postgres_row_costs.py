@@ -80,34 +80,32 @@ def fill(url: str, jobs: int) -> None:
         )
 
 
-def bare_claim_and_delete(url: str) -> dict[str, float]:
+def lock_and_delete(url: str, lock: str, lock_args: list[object], delete: str) -> float:
+    """Server seconds per row to lock batches with ``lock`` and delete them with ``delete``, to the last.
+
+    Each batch is one transaction: the lock, then the delete of the rows it returned (by
+    their first column), then the commit.
+    """
     with psycopg.connect(url, autocommit=True) as con:
         spent, done = 0.0, 0
         while True:
             before = server_seconds(con)
             with con.transaction():
-                ids = [row[0] for row in con.execute(BARE_LOCK, [BATCH], prepare=True)]
-                if ids:
-                    con.execute(BARE_DELETE, [ids], prepare=True)
+                keys = [row[0] for row in con.execute(lock, lock_args, prepare=True)]
+                if keys:
+                    con.execute(delete, [keys], prepare=True)
             spent += server_seconds(con) - before
-            if not ids:
-                return {"bare loop: lock + delete": spent / done}
-            done += len(ids)
+            if not keys:
+                return spent / done
+            done += len(keys)
+
+
+def bare_claim_and_delete(url: str) -> dict[str, float]:
+    return {"bare loop: lock + delete": lock_and_delete(url, BARE_LOCK, [BATCH], BARE_DELETE)}
 
 
 def queue_table_lock_and_delete(url: str) -> dict[str, float]:
-    with psycopg.connect(url, autocommit=True) as con:
-        spent, done = 0.0, 0
-        while True:
-            before = server_seconds(con)
-            with con.transaction():
-                rows = [row[0] for row in con.execute(QUEUE_LOCK, [NOW, BATCH], prepare=True)]
-                if rows:
-                    con.execute(QUEUE_DELETE, [rows], prepare=True)
-            spent += server_seconds(con) - before
-            if not rows:
-                return {"queue's table: lock + delete": spent / done}
-            done += len(rows)
+    return {"queue's table: lock + delete": lock_and_delete(url, QUEUE_LOCK, [NOW, BATCH], QUEUE_DELETE)}
 
 
 def lease_alone(url: str) -> dict[str, float]:
