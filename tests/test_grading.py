@@ -1,11 +1,16 @@
-"""Grading a class: the gradebook, feedback and summary of a real run over four learners.
+"""Grading a class: the gradebook, feedback and summary of a real run over seven learners.
 
 One run of the real command (``python -m jobqueue.teaching.exercises grade``) over three
 exercises: alice hands in the worked solutions, bob the untouched exercises, carol a file
 that is not JSON, a notebook whose check cells she edited and deleted, and an endless loop;
 dave one answer that returns a huge value, writes files next to itself, prints megabytes
-and calls ``sys.exit``, and no other notebook. The run is shared by the tests below (it
-takes about a minute on two cores); the notebooks' time limit is short, for the loop.
+and calls ``sys.exit``, and no other notebook. mallory hands in wrong answers that try to
+pass anyway: patched check helpers, ``json`` and ``builtins``, her own ``check`` and
+``check_that``, forged results written to every descriptor she can find under ``/proc``,
+another learner's answer read from the submissions, and writes into the course folder,
+two levels above it and into the package's source. nina (a wrong answer) and zoe (the
+solutions) are graded after her and must keep their verdicts. The run is shared by the
+tests below (about a minute and a half on two cores); the time limit is short, for the loop.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -26,6 +32,60 @@ ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ("02_backoff", "03_job_queue", "04_worker_retries")
 TIMEOUT_S = 30
 TOTALS = {"02_backoff": 4, "03_job_queue": 5, "04_worker_retries": 8}
+LEARNERS = ("alice", "bob", "carol", "dave", "mallory", "nina", "zoe")
+PWNED = (ROOT / "PWNED.txt", ROOT.parent.parent / "gradebook.csv", ROOT / "src" / "jobqueue" / "PWNED.txt")
+
+# Runs in mallory's kernel before her wrong answers: every way she has to be graded PASS.
+CHEAT = """
+import builtins, json, os, pickle, struct, sys
+import jobqueue.teaching.checks as checks
+from pathlib import Path
+
+checks.same = lambda *a, **k: True
+def check(label, got, expected):
+    checks.record(checks.Verdict(label, True, checks.show(expected), value=checks._plain(expected)))
+def check_that(label, ok, explain=""):
+    checks.record(checks.Verdict(label, True, "", kind="check_that", value="true"))
+_dumps = json.dumps
+json.dumps = lambda *a, **k: _dumps(*a, **k).replace('"passed": false', '"passed": true')
+_repr = builtins.repr
+builtins.repr = lambda value: "0" if value == -1 else _repr(value)
+for path in (%(pwned)r):
+    try:
+        Path(path).write_text("pwned")
+    except OSError:
+        pass
+for source in (%(checks_py)r, checks.__file__):
+    try:
+        with open(source, "a") as file:
+            file.write("\nsame = lambda *a, **k: True\n")
+    except OSError:
+        pass
+try:
+    from jobqueue.teaching.exercises import CheckResult
+    forged = pickle.dumps(("ok", CheckResult("%(exercise)s", %(total)d, %(total)d)))
+    frame = struct.pack("!i", len(forged)) + forged
+    for pid in [os.getppid(), *(p for p in os.listdir("/proc") if p.isdigit())]:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            if pid == str(os.getpid()) or pid == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{pid}/fd/{fd}", "wb", buffering=0) as file:
+                    file.write(frame)
+            except OSError:
+                pass
+except Exception:
+    pass
+try:  # alice's answer, copied from the submissions
+    alice = json.loads(Path(%(alice)r).read_text())
+    exec(next("".join(c["source"]) for c in alice["cells"] if c.get("id") == %(answer_id)r))
+except Exception:
+    pass
+"""
 
 
 def notebook(folder: str, name: str) -> dict[str, object]:
@@ -84,6 +144,43 @@ def make_class(submissions: Path) -> None:
     )
     save(loud, dave / "02_backoff.ipynb")
 
+    wrong = {
+        "02_backoff": "def full_jitter_s(attempt, *, backoff, random):\n    return -1.0\n",
+        "03_job_queue": "def job_states(jobs, now):\n    return {'due': 9, 'scheduled': 9, 'leased': 9}\n",
+        "04_worker_retries": "def retry_schedule_s(policy, random=lambda: 1.0):\n    return [-1.0]\n",
+    }
+    for name in EXERCISES:
+        cheat = notebook("exercises", name)
+        answer = tagged(cheat, "answer")[0]
+        keep = "".join(answer["source"]) if name == "04_worker_retries" else ""  # its other answers
+        answer["source"] = (
+            wrong[name]
+            + (keep if name == "04_worker_retries" else "")
+            + CHEAT
+            % {
+                "pwned": tuple(str(p) for p in PWNED),
+                "checks_py": str(ROOT / "src" / "jobqueue" / "teaching" / "checks.py"),
+                "exercise": name,
+                "total": TOTALS[name],
+                "alice": str(submissions / "alice" / f"{name}.ipynb"),
+                "answer_id": answer["id"],
+            }
+        )
+        save(cheat, submissions / "mallory" / f"{name}.ipynb")
+    nina = notebook("exercises", "02_backoff")
+    tagged(nina, "answer")[0]["source"] = wrong["02_backoff"]
+    save(nina, submissions / "nina" / "02_backoff.ipynb")
+    for name in EXERCISES:
+        (submissions / "zoe").mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "solutions" / f"{name}.ipynb", submissions / "zoe")
+
+
+def git_status() -> str:
+    done = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
 
 def digest(folder: Path) -> dict[str, str]:
     return {
@@ -98,6 +195,8 @@ class Run:
         self.submissions = base / "submissions"
         make_class(self.submissions)
         self.before = digest(self.submissions)
+        self.course_before = git_status()
+        self.source_before = digest(ROOT / "src")
         self.out = base / "teacher" / "gradebook.csv"
         args = [sys.executable, "-m", "jobqueue.teaching.exercises", "grade", str(self.submissions)]
         args += ["--out", str(self.out), "--timeout", str(TIMEOUT_S)]
@@ -105,6 +204,8 @@ class Run:
             args += ["--exercise", name]
         done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
         self.status, self.stdout, self.stderr = done.returncode, done.stdout, done.stderr
+        self.course_after = git_status()
+        self.source_after = digest(ROOT / "src")
         with self.out.open(encoding="utf-8", newline="") as file:
             self.rows = list(csv.reader(file))
 
@@ -123,9 +224,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 def test_gradebook_has_a_row_per_learner_and_exercise(run: Run) -> None:
     assert run.status == 0, run.stdout + run.stderr
     assert run.rows[0] == ["student", "exercise", "passed", "total", "verdict"]
-    assert [(r[0], r[1]) for r in run.rows[1:]] == [
-        (s, e) for s in ("alice", "bob", "carol", "dave") for e in EXERCISES
-    ]
+    assert [(r[0], r[1]) for r in run.rows[1:]] == [(s, e) for s in LEARNERS for e in EXERCISES]
 
 
 def test_solutions_pass_and_untouched_exercises_fail_every_check(run: Run) -> None:
@@ -153,7 +252,7 @@ def test_output_exit_and_stray_files_are_contained(run: Run) -> None:
     assert got["dave", "04_worker_retries"] == ("0", "8", "ERROR: no 04_worker_retries.ipynb handed in")
     text = run.feedback("dave")
     assert max(len(line) for line in text.splitlines()) <= grading.REASON_CHARS + 10
-    assert "✗ random 0, attempts 1..6: expected [0, 0, 0, 0, 0, 0], got ['yyyy" in text
+    assert "✗ random 0, attempts 1..6: wrong answer: the value is too large to check" in text
     assert run.feedback("alice") != "forged"
     assert digest(run.submissions) == run.before  # nobody's hand-in changed
     assert sorted(p.name for p in run.out.parent.iterdir()) == ["feedback", "gradebook.csv"]
@@ -169,12 +268,47 @@ def test_feedback_shows_each_check_with_expected_and_got(run: Run) -> None:
 
 
 def test_summary_table_is_printed(run: Run) -> None:
-    lines = run.stdout.splitlines()
+    isolation, *lines = run.stdout.splitlines()
+    assert isolation.startswith("isolation: ")
     assert lines[0].split() == ["student", "02", "03", "04"]
     assert lines[1].split() == ["alice", "PASS", "PASS", "PASS"]
     assert lines[2].split() == ["bob", "0/4", "0/5", "0/8"]
     assert lines[3].split() == ["carol", "ERROR", "0/5", "TIMEOUT"]
     assert lines[4].split() == ["dave", "0/4", "MISSING", "MISSING"]
+
+
+def test_grades_in_isolation_where_the_machine_allows(run: Run) -> None:
+    isolation = run.stdout.splitlines()[0]
+    if os.environ.get("CI") or shutil.which("bwrap"):  # CI installs bubblewrap: it must be used
+        assert isolation.startswith("isolation: bubblewrap (")
+        if os.geteuid() == 0:
+            assert "each kernel as a user id of its own" in isolation
+
+
+def test_wrong_answers_that_cheat_are_graded_wrong(run: Run) -> None:
+    got = run.verdicts()
+    for name in EXERCISES:
+        verdict = got["mallory", name][2]
+        assert verdict == "FAIL" or verdict.startswith("ERROR"), (name, got["mallory", name])
+    feedback = run.feedback("mallory")
+    assert "✓" not in feedback  # no check shown as passed beside a wrong value
+    assert "✗ random 0, attempts 1..6: expected [0, 0, 0, 0, 0, 0], got [-1, -1, -1, -1, -1, -1]" in feedback
+
+
+def test_learners_graded_after_a_cheat_keep_their_verdicts(run: Run) -> None:
+    got = run.verdicts()
+    assert got["nina", "02_backoff"] == ("0", "4", "FAIL")
+    for name, total in TOTALS.items():
+        assert got["zoe", name] == (str(total), str(total), "PASS")
+
+
+def test_nothing_of_the_teacher_changed_and_no_traceback_shown(run: Run) -> None:
+    for path in PWNED:
+        assert not path.exists(), path
+    assert run.source_after == run.source_before  # the package's source, byte for byte
+    assert run.course_after == run.course_before  # git status of the course folder
+    assert digest(run.submissions) == run.before
+    assert "Traceback" not in run.stderr and "Error" not in run.stderr, run.stderr
 
 
 def test_bad_submissions_folder_is_named(tmp_path: Path) -> None:

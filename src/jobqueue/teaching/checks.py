@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from jobqueue.teaching import plain
+
 VERDICT_KEY = "jobqueue.check"
 """Key of a check line's output metadata that holds its :class:`Verdict` as a dict."""
 
@@ -49,12 +51,18 @@ class Verdict:
         detail: the value when passed; otherwise why not (``expected X, got Y``, the
             check's explanation, or the exception the cell raised).
         missing_name: the undefined name, when the check failed with a ``NameError``.
+        kind: ``"check"`` or ``"check_that"``.
+        value: the value checked, as plain data (JSON text, see
+            :mod:`jobqueue.teaching.plain`), or None when it is not plain data. The
+            solution's stored values are what the checker compares a learner's with.
     """
 
     label: str
     passed: bool
     detail: str
     missing_name: str | None = None
+    kind: str = "check"
+    value: str | None = None
 
     def line(self) -> str:
         """The line a learner sees: ``✓ label: detail`` or ``✗ label: detail``."""
@@ -118,10 +126,11 @@ def check(label: str, got: object, expected: object) -> None:
 
     The failure line reads ``✗ label: expected X, got Y``. Never raises.
     """
+    value = _plain(got)
     if same(got, expected):
-        record(Verdict(label, True, show(got)))
+        record(Verdict(label, True, show(got), value=value))
     else:
-        record(Verdict(label, False, f"expected {show(expected)}, got {show(got)}"))
+        record(Verdict(label, False, f"expected {show(expected)}, got {show(got)}", value=value))
 
 
 def check_that(label: str, ok: bool, explain: str) -> None:
@@ -130,7 +139,20 @@ def check_that(label: str, ok: bool, explain: str) -> None:
     For answers that may differ from learner to learner (a policy with a property), where
     showing the value would make the expected output depend on the answer.
     """
-    record(Verdict(label, True, "") if ok else Verdict(label, False, explain))
+    value = _plain(ok)
+    kind = "check_that"
+    record(
+        Verdict(label, True, "", kind=kind, value=value)
+        if ok
+        else Verdict(label, False, explain, kind=kind, value=value)
+    )
+
+
+def _plain(value: object) -> str | None:
+    try:
+        return plain.encode(value)
+    except plain.NotPlainError:
+        return None
 
 
 def summary() -> None:
@@ -173,13 +195,18 @@ def cell_raised(error: BaseException, labels: Sequence[str]) -> None:
     """Called by the guard when a check cell raised: fail each of its checks not yet shown."""
     shown = set(_shown_in_cell)
     missing = error.name if isinstance(error, NameError) else None
-    text = f"{type(error).__name__}: {error}".rstrip(": ") + _where(error)
+    text = error_text(error)
     unshown = [label for label in labels if label not in shown]
     for number, label in enumerate(unshown):
         if number == 0:
             record(Verdict(label, False, text, missing_name=missing))
         else:
             record(Verdict(label, False, "not run: the cell stopped at the error above"))
+
+
+def error_text(error: BaseException) -> str:
+    """``NotImplementedError: your answer goes here (in f, line 4 of its cell)``: one line."""
+    return f"{type(error).__name__}: {error}".rstrip(": ") + _where(error)
 
 
 def _where(error: BaseException) -> str:

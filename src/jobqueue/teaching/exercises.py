@@ -41,8 +41,10 @@ from IPython.core.inputtransformer2 import TransformerManager
 from nbclient import NotebookClient
 from nbformat import NotebookNode
 
-from jobqueue.teaching.checks import VERDICT_KEY, Verdict, check_labels
+from jobqueue.teaching import capture, output_cap
+from jobqueue.teaching.checks import Verdict, check_labels
 from jobqueue.teaching.notebooks import CELL_TIMEOUT_S, dumps, normalize, read, write
+from jobqueue.teaching.sandbox import Sandbox, kernel_manager
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
@@ -249,14 +251,34 @@ class CheckResult:
         return f"{word} {self.name}: {self.passed} of {self.checks} checks passed"
 
 
-def execute_all(nb: NotebookNode, cwd: Path) -> NotebookNode:
-    """Run every cell of ``nb`` in a fresh kernel started in ``cwd``, going on past errors."""
+def execute_all(
+    nb: NotebookNode,
+    folder: Path,
+    *,
+    nonce: str | None = None,
+    sandbox: Sandbox | None = None,
+    uid: int | None = None,
+) -> NotebookNode:
+    """Run every cell of ``nb`` in a fresh kernel in ``folder``, going on past errors.
+
+    The kernel runs IPython start-up files that cap each cell's output
+    (:mod:`jobqueue.teaching.output_cap`) and, given a ``nonce``, define the run's capture
+    functions (:mod:`jobqueue.teaching.capture`). It talks to this process over sockets in
+    ``folder``, and starts inside ``sandbox`` when one is given (see
+    :mod:`jobqueue.teaching.sandbox`).
+    """
+    ipython_dir = folder / "ipython"
+    startup = ipython_dir / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-output-cap.py").write_text(output_cap.STARTUP, encoding="utf-8")
+    if nonce is not None:
+        (startup / "01-capture.py").write_text(capture.startup_source(nonce), encoding="utf-8")
     client = NotebookClient(
         nb,
+        kernel_manager_class=kernel_manager(folder, ipython_dir, sandbox, uid),
         timeout=CELL_TIMEOUT_S,
-        kernel_name="python3",
         allow_errors=True,
-        resources={"metadata": {"path": str(cwd)}},
+        resources={"metadata": {"path": str(folder)}},
         store_widget_state=False,
     )
     client.execute()
@@ -292,8 +314,16 @@ def run_checks(
     *,
     definitions: Mapping[str, NotebookNode] | None = None,
     stray: Sequence[NotebookNode] = (),
+    sandbox: Sandbox | None = None,
+    uid: int | None = None,
 ) -> CheckResult:
-    """Run ``nb`` (fresh kernel, every cell) and read back each check's verdict.
+    """Run ``nb`` (fresh kernel, every cell) and judge each check's value in this process.
+
+    Each check cell runs rewritten (:func:`jobqueue.teaching.capture.rewrite_check_cell`):
+    the kernel only hands back the values as plain data, and each is compared here with
+    the value the same check recorded when the solution ran (the check cells' stored
+    outputs in ``nb``). Whatever the learner's code changes in the kernel, it decides no
+    verdict.
 
     Args:
         nb: the merged exercise: pristine cells with expected outputs, the learner's answers.
@@ -302,23 +332,25 @@ def run_checks(
             a missing name.
         stray: cells the learner added away from the answers, named when they define a
             missing name.
+        sandbox: the grader's isolation for the kernel (None: the caller's environment).
+        uid: the kernel's user id in ``sandbox``.
     """
     expected = {cell.id: copy.deepcopy(cell.outputs) for cell in nb.cells if cell.cell_type == "code"}
     code_cells = [cell for cell in nb.cells if cell.cell_type == "code"]
     syntax = {cell.id: problem for cell in code_cells if (problem := syntax_problem(cell)) is not None}
-    with tempfile.TemporaryDirectory() as tmp:
-        execute_all(nb, Path(tmp))
+    nonce = capture.new_nonce()
+    wanted = {}
+    for cell in code_cells:
+        if _is_check(cell):
+            wanted[cell.id] = capture.expected_checks(cell.outputs)
+            cell.source = capture.rewrite_check_cell(_python_source(cell.source), nonce)
+    with tempfile.TemporaryDirectory(prefix="jq-check-") as tmp:
+        execute_all(nb, Path(tmp), nonce=nonce, sandbox=sandbox, uid=uid)
     namer = _Namer(code_cells, definitions or {}, stray)
     problems: list[str] = []
     printed: list[str] = []
-    checks = passed = 0
     every: list[Verdict] = []
     for cell in code_cells:
-        verdicts = [
-            Verdict(**out.metadata[VERDICT_KEY])
-            for out in cell.outputs
-            if VERDICT_KEY in out.get("metadata", {})
-        ]
         errors = [out for out in cell.outputs if out.output_type == "error"]
         if cell.id in syntax:
             problems.append(syntax[cell.id])
@@ -327,18 +359,11 @@ def run_checks(
             text = f"{_describe(cell)}: {error.ename}: {error.evalue}"
             problems.append(text + namer.hint(_missing_name(error.ename, error.evalue), cell))
         if _is_check(cell):
-            labels = expected_labels(cell)
-            shown = {verdict.label for verdict in verdicts}
-            checks += max(len(labels), len(verdicts))
-            passed += sum(verdict.passed for verdict in verdicts)
-            for verdict in verdicts:
-                if not verdict.passed:
-                    problems.append(
-                        f"{verdict.label}: {verdict.detail}" + namer.hint(verdict.missing_name, cell)
-                    )
-            problems += [f"{label}: did not run" for label in labels if label not in shown and not errors]
+            verdicts = capture.judge_cell(wanted[cell.id], capture.captured(cell.outputs, nonce))
+            problems += [
+                f"{v.label}: {v.detail}" + namer.hint(v.missing_name, cell) for v in verdicts if not v.passed
+            ]
             every += verdicts
-            every += [Verdict(label, False, "did not run") for label in labels if label not in shown]
         if _stdout(cell.outputs) != _stdout(expected[cell.id]) and (_is_check(cell) or _is_answer(cell)):
             printed.append(_describe(cell))
     notes = []
@@ -351,9 +376,8 @@ def run_checks(
         f"skipped the cell you added starting {_first_line(c)!r}: it is not next to an answer cell"
         for c in stray
     ]
-    result = CheckResult(name=name, checks=checks, passed=passed, problems=problems, notes=notes)
-    result.verdicts = every
-    return result
+    passed = sum(verdict.passed for verdict in every)
+    return CheckResult(name, len(every), passed, problems=problems, notes=notes, verdicts=every)
 
 
 def _stdout(outputs: Sequence[NotebookNode]) -> str:
@@ -473,15 +497,25 @@ def resolve(exercise: str, cwd: Path) -> tuple[Path, Path]:
     return learner, solution
 
 
-def check_exercise(learner_path: Path, solution_path: Path) -> CheckResult:
-    """Check the learner's notebook against the exercise generated from the solution."""
+def check_exercise(
+    learner_path: Path, solution_path: Path, *, sandbox: Sandbox | None = None, uid: int | None = None
+) -> CheckResult:
+    """Check the learner's notebook against the exercise generated from the solution.
+
+    Args:
+        learner_path: the learner's notebook.
+        solution_path: the solution it is checked against.
+        sandbox: the grader's isolation for the kernel (None for ``make check``).
+        uid: the kernel's user id in ``sandbox``.
+    """
     solution = read(solution_path)
     pristine = make_exercise(solution, expected_outputs=True)
     learner = read(learner_path)
     merged = merge_answers(pristine, learner, learner_path)
     definitions = {cell.id: cell for cell in solution.cells if BEGIN in cell.source}
+    stray = stray_cells(pristine, learner)
     return run_checks(
-        merged, learner_path.stem, definitions=definitions, stray=stray_cells(pristine, learner)
+        merged, learner_path.stem, definitions=definitions, stray=stray, sandbox=sandbox, uid=uid
     )
 
 

@@ -38,9 +38,17 @@ from pathlib import Path
 from nbformat import NotebookNode
 from tqdm import tqdm
 
-from jobqueue.teaching.exercises import ANSWER_TAG, CHECK_TAG, CheckResult, expected_labels, make_exercise
+from jobqueue.teaching.capture import expected_checks
+from jobqueue.teaching.exercises import ANSWER_TAG, CHECK_TAG, CheckResult, make_exercise
 from jobqueue.teaching.isolation import check_isolated, unreadable
 from jobqueue.teaching.notebooks import read
+from jobqueue.teaching.sandbox import Sandbox, SandboxError
+
+LEARNER_ROLE = "jobqueue_learner"
+"""The PostgreSQL role graded kernels connect as: it may create databases, nothing more."""
+
+DATABASE_MARK = "postgres_server"
+"""Text in an exercise's code that says it uses the course's PostgreSQL server."""
 
 GRADE_TIMEOUT_S = 60.0
 """Longest one learner's notebook may take to check (kernel start and every cell), in seconds."""
@@ -96,6 +104,7 @@ class Exercise:
         check_sources: each check cell's source, by cell id.
         answer_sources: each answer cell's source as generated (the stub), by cell id.
         cell_ids: the ids of all its cells.
+        needs_database: whether its notebook uses the course's PostgreSQL server.
     """
 
     name: str
@@ -104,6 +113,7 @@ class Exercise:
     check_sources: dict[str, str] = field(repr=False)
     answer_sources: dict[str, str] = field(repr=False)
     cell_ids: frozenset[str] = field(repr=False)
+    needs_database: bool = False
 
     @classmethod
     def load(cls, solution: Path) -> Exercise:
@@ -112,13 +122,14 @@ class Exercise:
         Raises:
             ExerciseError: if the solution is malformed (see ``make_exercise``).
         """
-        pristine = make_exercise(read(solution))
+        pristine = make_exercise(read(solution), expected_outputs=True)
         check_cells = [c for c in pristine.cells if CHECK_TAG in c.metadata.get("tags", [])]
         checks = {c.id: c.source for c in check_cells}
-        total = sum(len(expected_labels(c)) for c in check_cells)
+        total = sum(len(expected_checks(c.outputs)) for c in check_cells)
         answers = {c.id: c.source for c in pristine.cells if ANSWER_TAG in c.metadata.get("tags", [])}
         ids = frozenset(c.id for c in pristine.cells)
-        return cls(solution.stem, solution, total, checks, answers, ids)
+        database = any(DATABASE_MARK in c.source for c in pristine.cells if c.cell_type == "code")
+        return cls(solution.stem, solution, total, checks, answers, ids, database)
 
 
 def one_line(text: str, limit: int = REASON_CHARS) -> str:
@@ -152,7 +163,13 @@ def tampering(exercise: Exercise, learner: NotebookNode) -> list[str]:
     return notes
 
 
-def grade(student: str, folder: Path, exercise: Exercise, timeout_s: float = GRADE_TIMEOUT_S) -> Grade:
+def grade(
+    student: str,
+    folder: Path,
+    exercise: Exercise,
+    timeout_s: float = GRADE_TIMEOUT_S,
+    sandbox: Sandbox | None = None,
+) -> Grade:
     """Grade one learner's notebook for one exercise; every outcome is a grade, never a raise.
 
     Args:
@@ -160,6 +177,7 @@ def grade(student: str, folder: Path, exercise: Exercise, timeout_s: float = GRA
         folder: the learner's folder; the notebook is ``folder / f"{exercise.name}.ipynb"``.
         exercise: the exercise.
         timeout_s: time limit for the whole notebook, in seconds.
+        sandbox: where the kernel runs (None: as the caller, for a learner's own work).
     """
     path = folder / f"{exercise.name}.ipynb"
     row = functools.partial(Grade, student=student, exercise=exercise.name, total=exercise.total)
@@ -172,7 +190,7 @@ def grade(student: str, folder: Path, exercise: Exercise, timeout_s: float = GRA
     notes = tuple(tampering(exercise, learner))
     if not_started(exercise, learner):
         return row(passed=0, verdict="FAIL", notes=(*notes, "not started: every answer cell is as generated"))
-    status, value = check_isolated(path, exercise.solution, timeout_s)
+    status, value = check_isolated(path, exercise.solution, timeout_s, sandbox)
     if status == "timeout":
         note = f"the notebook was still running after {timeout_s:g} s and was stopped (an endless loop?)"
         return row(passed=0, verdict="TIMEOUT", notes=(*notes, note))
@@ -205,6 +223,7 @@ def grade_all(
     timeout_s: float = GRADE_TIMEOUT_S,
     jobs: int | None = None,
     progress: bool | None = None,
+    sandbox: Sandbox | None = None,
 ) -> list[Grade]:
     """Grade each ``(student, folder, exercise)``, ``jobs`` at a time, in the order given.
 
@@ -213,6 +232,7 @@ def grade_all(
         timeout_s: time limit per notebook, in seconds.
         jobs: notebooks checked at once; by default the number of usable cores.
         progress: show a progress bar on stderr; by default only on a terminal.
+        sandbox: where the kernels run (see :func:`grade`).
 
     Raises:
         GradingError: if ``timeout_s`` is not positive or ``jobs`` is below 1.
@@ -225,7 +245,7 @@ def grade_all(
     todo = list(tasks)
     grades: dict[int, Grade] = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(grade, s, f, e, timeout_s): i for i, (s, f, e) in enumerate(todo)}
+        futures = {pool.submit(grade, s, f, e, timeout_s, sandbox): i for i, (s, f, e) in enumerate(todo)}
         bar = tqdm(total=len(todo), unit="notebook", disable=None if progress is None else not progress)
         with bar:
             for future in as_completed(futures):
@@ -338,13 +358,50 @@ def run_grading(
     folders = learners(submissions.resolve())
     chosen = course_exercises(root, exercises)
     tasks = [(name, folder, exercise) for name, folder in folders for exercise in chosen]
-    grades = grade_all(tasks, timeout_s=timeout_s, jobs=jobs)
+    try:
+        sandbox = Sandbox.create()
+    except SandboxError as error:
+        raise GradingError(str(error)) from None
+    try:
+        if any(exercise.needs_database for exercise in chosen):
+            learner_database(sandbox)
+        echo(sandbox.describe())
+        grades = grade_all(tasks, timeout_s=timeout_s, jobs=jobs, sandbox=sandbox)
+    finally:
+        sandbox.close()
     write_gradebook(grades, out)
     written = write_feedback(grades, feedback_dir if feedback_dir is not None else out.parent / "feedback")
     echo(summary(grades))
     passed = sum(g.verdict == "PASS" for g in grades)
     echo(f"{passed} of {len(grades)} notebooks passed; gradebook: {out}; feedback: {written[0].parent}/")
     return grades
+
+
+def learner_database(sandbox: Sandbox) -> None:
+    """Let ``sandbox``'s kernels reach the course's PostgreSQL server as :data:`LEARNER_ROLE`.
+
+    The role may log in and create databases (exercise 12 makes one of its own), and is
+    no superuser: a kernel cannot read or write the server's files or run programs there.
+
+    Raises:
+        GradingError: if the server cannot be started or reached.
+    """
+    try:
+        import psycopg
+        from psycopg.conninfo import make_conninfo
+
+        from jobqueue.teaching.postgres_server import database_url
+
+        url = database_url()
+        with psycopg.connect(url, autocommit=True) as admin:
+            exists = admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (LEARNER_ROLE,)).fetchone()
+            if exists is None:
+                admin.execute(f"CREATE ROLE {LEARNER_ROLE} LOGIN CREATEDB NOSUPERUSER")
+    except Exception as error:  # the server is part of the course: say why it failed
+        raise GradingError(
+            f"the PostgreSQL server for the exercises: {type(error).__name__}: {error}"
+        ) from None
+    sandbox.with_database(make_conninfo(url, user=LEARNER_ROLE, password=""))
 
 
 def not_started(exercise: Exercise, learner: NotebookNode) -> bool:

@@ -1,11 +1,14 @@
-"""Run one notebook check in a process of its own, in a folder of its own, with a time limit.
+"""Run one notebook check in a process of its own, with a time limit, its kernel sandboxed.
 
 What the grader (:mod:`jobqueue.teaching.grading`) needs to check many learners' notebooks
 without one affecting another: a new process (forked from a server that has the heavy
-modules loaded), its own temporary folder as working directory and ``TMPDIR``, a limit on
-the size of files it writes, each cell's output capped inside the kernel
-(:mod:`jobqueue.teaching.output_cap`), and a time limit after which the process and its
-kernel are killed. The result comes back through a pipe that the kernel does not inherit.
+modules loaded) with a limit on the size of files it writes and a temporary folder that
+this process removes, a kernel started in the grader's :class:`~jobqueue.teaching.sandbox.Sandbox`
+(its own folder, user id, file system view and process list, as the machine allows), each
+cell's output capped inside the kernel (:mod:`jobqueue.teaching.output_cap`), and a time
+limit after which the process and its kernel are killed. The result comes back through a
+pipe that the kernel cannot reach: it does not inherit it, and in a sandbox it can see
+neither this process nor its descriptors under ``/proc``.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from jobqueue.teaching import output_cap
 from jobqueue.teaching.exercises import ExerciseError, check_exercise
+from jobqueue.teaching.sandbox import Sandbox
 
 STARTUP_LIMIT_S = 120.0
 """Longest a new checking process may take to load, before the notebook's time starts, in seconds."""
@@ -33,23 +36,25 @@ PRELOAD = ("jobqueue", "nbformat", "nbclient", "IPython")
 a module that imports ``jobqueue.teaching.exercises`` would clash with running it as ``-m``)."""
 
 
-def _check_in_child(conn: Connection, learner: str, solution: str, workdir: str) -> None:
-    """Child: send ``("ready", None)``, check, then send ``("ok", CheckResult)`` or ``("error", reason)``."""
+def _check_in_child(
+    conn: Connection, learner: str, solution: str, workdir: str, sandbox: Sandbox | None, uid: int | None
+) -> None:
+    """Child: send ``("ready", None)``, check, then send ``("ok", CheckResult)`` or ``("error", reason)``.
+
+    The kernel's folder is made inside ``workdir``, which the parent removes whatever happens.
+    """
     os.setsid()  # its own process group: the parent kills it and its kernel together
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
-    os.chdir(workdir)
-    os.environ["TMPDIR"] = workdir
     tempfile.tempdir = workdir
-    startup = Path(workdir, "ipython", "profile_default", "startup")
-    startup.mkdir(parents=True)
-    (startup / "00-output-cap.py").write_text(output_cap.STARTUP, encoding="utf-8")
-    os.environ["IPYTHONDIR"] = str(startup.parent.parent)  # the kernel caps each cell's output
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # what the kernel prints at the file level goes nowhere
     os.dup2(devnull, 2)
     conn.send(("ready", None))  # imports done: the notebook's time starts now
     try:
-        result: tuple[str, object] = ("ok", check_exercise(Path(learner), Path(solution)))
+        result: tuple[str, object] = (
+            "ok",
+            check_exercise(Path(learner), Path(solution), sandbox=sandbox, uid=uid),
+        )
     except ExerciseError as exc:
         result = ("error", str(exc).replace(learner, Path(learner).name))
     except Exception as exc:  # any failure to read or run the notebook is a grade
@@ -91,8 +96,10 @@ def _kill(process: multiprocessing.process.BaseProcess) -> None:
     process.join()
 
 
-def check_isolated(learner_path: Path, solution_path: Path, timeout_s: float) -> tuple[str, object]:
-    """Check one notebook in a new process and a new temporary folder, within ``timeout_s``.
+def check_isolated(
+    learner_path: Path, solution_path: Path, timeout_s: float, sandbox: Sandbox | None = None
+) -> tuple[str, object]:
+    """Check one notebook in a new process, its kernel in ``sandbox`` if given, within ``timeout_s``.
 
     The time limit starts once the new process has loaded the checker (start-up on a busy
     machine is not the learner's time) and covers the kernel's start and every cell.
@@ -103,9 +110,11 @@ def check_isolated(learner_path: Path, solution_path: Path, timeout_s: float) ->
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(PRELOAD))  # each child forks with these loaded
     receiver, sender = context.Pipe(duplex=False)
+    uid = sandbox.new_uid() if sandbox is not None else None
     folder = tempfile.TemporaryDirectory(prefix=f"grade-{solution_path.stem}-", ignore_cleanup_errors=True)
     with folder as workdir:
-        args = (sender, str(learner_path), str(solution_path), workdir)
+        os.chmod(workdir, 0o711)  # a kernel of another user id may pass through to its own folder
+        args = (sender, str(learner_path), str(solution_path), workdir, sandbox, uid)
         process = context.Process(target=_check_in_child, args=args, daemon=True)
         process.start()
         sender.close()

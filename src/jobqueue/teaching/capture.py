@@ -1,0 +1,226 @@
+"""The checker's side of a check: values come out of the kernel as data, verdicts are made here.
+
+An exercise's check cells call ``check(label, got, expected)`` and ``check_that(label, ok,
+explain)``. In the learner's notebook those functions (:mod:`jobqueue.teaching.checks`)
+show ✓ or ✗ at once, but a kernel runs the learner's code, so nothing it decides is
+trusted. When an exercise is checked (``make check``, ``make grade``), each check cell is
+rewritten before it runs (:func:`rewrite_check_cell`): its ``check``/``check_that`` calls
+go to two functions with a name that is new in every run, defined by a start-up file
+that IPython runs before any cell (:func:`startup_source`). They only turn the value into
+plain data (:mod:`jobqueue.teaching.plain`, which keeps its own references to the
+built-ins) and display it, tagged with the run's nonce. A learner's own ``check``,
+a patched ``checks.same``, ``builtins`` or :mod:`json` are never called.
+
+The checker then reads those records (:func:`captured`) and compares each value with the
+value the same check recorded when the solution ran (stored in the solution notebook's
+outputs, which the teacher's tools wrote), in its own process (:func:`judge_cell`): for
+``check`` the solution's value, compared as :func:`jobqueue.teaching.checks.same` does; for
+``check_that``, the plain ``True``. A value that is not plain data is a wrong answer with
+a one-line reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobqueue.teaching import plain
+from jobqueue.teaching.checks import CHECK_FUNCTIONS, Verdict, same, show
+
+CAPTURE_KEY = "jobqueue.capture"
+"""Key of the output metadata that holds one captured record."""
+
+EXPLAIN_CHARS = 300
+"""Longest explanation of a failed ``check_that`` kept, in characters."""
+
+_KERNEL_SIDE = """
+def _jq_install(shell, nonce, plain_source):
+    names = {"__name__": "jobqueue_capture_plain"}
+    exec(compile(plain_source, "<jobqueue plain data>", "exec"), names)
+    encode, not_plain = names["encode"], names["NotPlainError"]
+    publish = shell.display_pub.publish
+    key = %(key)r
+    type_name = names["_NAME"]
+    kind_of = names["_type"]
+
+    def emit(record):
+        record["nonce"] = nonce
+        publish({"text/plain": ""}, {key: record})
+
+    def as_data(value):
+        try:
+            return {"value": encode(value)}
+        except not_plain as error:
+            return {"error": error.args[0]}
+        except Exception as error:
+            return {"error": "the value could not be read: " + type_name(kind_of(error))}
+
+    def check(label, got, expected=None):
+        emit({"label": as_data(label).get("value", '""'), "kind": "check", **as_data(got)})
+
+    def check_that(label, ok, explain=""):
+        explained = as_data(explain)
+        emit({"label": as_data(label).get("value", '""'), "kind": "check_that", **as_data(ok),
+              "explain": explained.get("value", '""')})
+
+    def raised(error):
+        text = ""
+        missing = None
+        try:
+            from jobqueue.teaching.checks import error_text
+            text = error_text(error)
+            missing = error.name if isinstance(error, NameError) else None
+        except Exception:
+            text = type_name(kind_of(error))
+        emit({"raised": as_data(text).get("value", '""'), "missing_name": as_data(missing).get("value")})
+
+    shell.user_ns["_jq_%(nonce)s_check"] = check
+    shell.user_ns["_jq_%(nonce)s_check_that"] = check_that
+    shell.user_ns["_jq_%(nonce)s_raised"] = raised
+
+
+_jq_install(get_ipython(), %(nonce)r, %(plain)r)
+del _jq_install
+"""
+
+
+def new_nonce() -> str:
+    """A fresh name part for one run's capture functions (16 hex digits)."""
+    return secrets.token_hex(8)
+
+
+def startup_source(nonce: str) -> str:
+    """The IPython start-up file that defines this run's capture functions in the kernel."""
+    source = Path(plain.__file__).read_text(encoding="utf-8")
+    return _KERNEL_SIDE % {"key": CAPTURE_KEY, "nonce": nonce, "plain": source}
+
+
+class _Redirect(ast.NodeTransformer):
+    def __init__(self, nonce: str) -> None:
+        self.nonce = nonce
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:  # the ast visitor's naming
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in CHECK_FUNCTIONS:
+            node.func = ast.copy_location(ast.Name(f"_jq_{self.nonce}_{node.func.id}", ast.Load()), node.func)
+        return node
+
+
+def rewrite_check_cell(source: str, nonce: str) -> str:
+    """``source`` with its ``check``/``check_that`` calls sent to the run's capture functions.
+
+    The cell runs inside ``try``: an exception is captured as a record (the checks not yet
+    made then fail with it) instead of stopping the cell.
+
+    Raises:
+        SyntaxError: if ``source`` is not Python (check cells come from the solution).
+    """
+    tree = _Redirect(nonce).visit(ast.parse(source))
+    wrapper = ast.parse(
+        f"try:\n    pass\nexcept Exception as _jq_error:\n    _jq_{nonce}_raised(_jq_error)\n"
+    )
+    guard = wrapper.body[0]
+    assert isinstance(guard, ast.Try)
+    guard.body = tree.body or [ast.Pass()]
+    return ast.unparse(ast.fix_missing_locations(wrapper))
+
+
+@dataclass(frozen=True)
+class Expected:
+    """One check as the solution made it: its label, kind and value (plain data as JSON text)."""
+
+    label: str
+    kind: str
+    value: str | None
+
+
+def expected_checks(outputs: Sequence[Any]) -> list[Expected]:
+    """The checks a check cell made when the solution ran, from its stored outputs."""
+    from jobqueue.teaching.checks import VERDICT_KEY
+
+    found = []
+    for out in outputs:
+        record = out.get("metadata", {}).get(VERDICT_KEY)
+        if record is not None:
+            found.append(Expected(record["label"], record.get("kind", "check"), record.get("value")))
+    return found
+
+
+def captured(outputs: Sequence[Any], nonce: str) -> list[dict[str, Any]]:
+    """The records this run's capture functions displayed in a cell, in order."""
+    records = []
+    for out in outputs:
+        record = out.get("metadata", {}).get(CAPTURE_KEY)
+        if isinstance(record, dict) and record.get("nonce") == nonce:
+            records.append(record)
+    return records
+
+
+def _text(encoded: object, default: str = "") -> str:
+    try:
+        value = plain.decode(encoded) if isinstance(encoded, str) else default
+    except plain.NotPlainError:
+        return default
+    return value if isinstance(value, str) else show(value)
+
+
+def judge(expected: Expected, record: dict[str, Any]) -> Verdict:
+    """The verdict on one captured record, against the solution's value for the same check."""
+    label = expected.label
+    if "error" in record:
+        return Verdict(label, False, f"wrong answer: {str(record['error'])[:EXPLAIN_CHARS]}")
+    try:
+        got = plain.decode(str(record.get("value")))
+    except plain.NotPlainError as error:
+        return Verdict(label, False, f"wrong answer: {error}")
+    if expected.kind == "check_that":
+        if got is True:
+            return Verdict(label, True, "")
+        explain = _text(record.get("explain"))[:EXPLAIN_CHARS]
+        return Verdict(label, False, explain or "the condition does not hold")
+    want = plain.decode(expected.value) if expected.value is not None else None
+    if expected.value is not None and same(got, want):
+        return Verdict(label, True, show(got))
+    return Verdict(label, False, f"expected {show(want)}, got {show(got)}")
+
+
+def judge_cell(expected: Sequence[Expected], records: Sequence[dict[str, Any]]) -> list[Verdict]:
+    """A verdict for each check the solution made in a cell, from the records of this run.
+
+    Records are matched to checks by label, in order. A check with no record failed with
+    the exception the cell raised (the first one) or did not run. A cell whose kernel
+    reported more values than the cell has checks, or a label the cell does not check,
+    fails every check: something in the kernel spoke for the checks.
+    """
+    values: dict[str, list[dict[str, Any]]] = {}
+    raised = None
+    labels = [check.label for check in expected]
+    made = 0
+    for record in records:
+        if "raised" in record:
+            raised = raised or record
+            continue
+        made += 1
+        values.setdefault(_text(record.get("label"), "?"), []).append(record)
+    if made > len(expected) or not set(values) <= set(labels):
+        reason = f"the kernel reported {made} values for the cell's {len(expected)} checks: wrong answer"
+        return [Verdict(label, False, reason) for label in labels]
+    verdicts = []
+    reported = False
+    for check in expected:
+        queue = values.get(check.label, [])
+        if queue:
+            verdicts.append(judge(check, queue.pop(0)))
+        elif raised is not None and not reported:
+            missing = _text(raised.get("missing_name")) or None
+            verdicts.append(Verdict(check.label, False, _text(raised.get("raised")), missing_name=missing))
+            reported = True
+        elif raised is not None:
+            verdicts.append(Verdict(check.label, False, "not run: the cell stopped at the error above"))
+        else:
+            verdicts.append(Verdict(check.label, False, "did not run"))
+    return verdicts

@@ -1,0 +1,197 @@
+"""Plain data: the only form in which a checked value leaves a learner's kernel.
+
+A check's value crosses from the kernel that ran the learner's code to the checker as
+plain data, and the checker compares it with the expected value in its own process
+(:mod:`jobqueue.teaching.capture`). Plain data is ``None``, ``bool``, ``int``, ``float``,
+``str`` and lists (or tuples) and dicts of them; :func:`encode` writes it as JSON text,
+a dict as ``{"dict": [[key, value], ...]}`` so that keys keep their type (``{7: 204}``).
+
+:func:`encode` runs inside the learner's kernel, so it trusts nothing the learner can
+change: it keeps its own references to the built-in functions it uses (taken when the
+module is loaded, before any learner code runs), reads numbers and strings through the
+built-in types' own methods (an ``int`` subclass that lies in ``__repr__`` or ``__eq__``
+is written as the number it holds), and calls no function of :mod:`json` or any other module.
+:func:`decode` runs in the checker.
+
+Anything else (an object of the learner's own class, a NumPy array, a set) is not plain
+data: :func:`encode` raises :class:`NotPlainError` with a one-line reason, and the check
+counts it as a wrong answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_CHARS = 50_000
+"""Longest encoded value, in characters; a larger one is refused (the kernel caps output too)."""
+
+MAX_DEPTH = 50
+"""Deepest nesting of lists and dicts accepted (a list that holds itself is refused)."""
+
+_type = type
+_len = len
+_ord = ord
+_NONE = _type(None)
+_BOOL = _type(True)
+_INT = _type(0)
+_FLOAT = _type(0.0)
+_STR = _type("")
+_LIST: Any = _type([])
+_TUPLE = _type(())
+_DICT: Any = _type({})
+_MRO = _type.__dict__["__mro__"].__get__
+_NAME = _type.__dict__["__name__"].__get__
+_INT_REPR = _INT.__repr__
+_FLOAT_REPR = _FLOAT.__repr__
+_STR_ITER = _STR.__iter__
+_JOIN = _STR.join
+_LIST_ITER = _LIST.__iter__
+_TUPLE_ITER = _TUPLE.__iter__
+_DICT_ITEMS = _DICT.items
+_APPEND = _LIST.append
+_HEX = "0123456789abcdef"
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+class NotPlainError(ValueError):
+    """A value is not plain data (or too large, or too deep); the message says why in one line."""
+
+
+def _base(value: object) -> type:
+    """The first of the plain types in ``value``'s class hierarchy, else its own class."""
+    for cls in _MRO(_type(value)):
+        if cls is _BOOL or cls is _INT or cls is _FLOAT or cls is _STR:
+            return cls
+        if cls is _LIST or cls is _TUPLE or cls is _DICT or cls is _NONE:
+            return cls
+    return _type(value)
+
+
+def _u(code: int) -> str:
+    return "\\u" + _HEX[(code >> 12) & 15] + _HEX[(code >> 8) & 15] + _HEX[(code >> 4) & 15] + _HEX[code & 15]
+
+
+def _string(text: str) -> str:
+    """``text`` as a JSON string in ASCII: other characters escaped, as surrogate pairs above U+FFFF."""
+    parts = ['"']
+    for char in _STR_ITER(text):
+        code = _ord(char)
+        if char in _ESCAPES:
+            _APPEND(parts, _ESCAPES[char])
+        elif 0x20 <= code < 0x7F:
+            _APPEND(parts, char)
+        elif code > 0xFFFF:
+            code -= 0x10000
+            _APPEND(parts, _u(0xD800 | (code >> 10)) + _u(0xDC00 | (code & 0x3FF)))
+        else:
+            _APPEND(parts, _u(code))
+    _APPEND(parts, '"')
+    return _JOIN("", parts)
+
+
+def _number(text: str) -> str:
+    if text == "inf":
+        return "Infinity"
+    if text == "-inf":
+        return "-Infinity"
+    return "NaN" if text == "nan" else text
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.size = 0
+
+    def put(self, text: str) -> None:
+        self.size += _len(text)
+        if self.size > MAX_CHARS:
+            raise NotPlainError(f"the value is too large to check (more than {MAX_CHARS:,} characters)")
+        _APPEND(self.parts, text)
+
+    def value(self, value: object, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise NotPlainError(f"the value is nested more than {MAX_DEPTH} deep (or holds itself)")
+        kind = _base(value)
+        if kind is _NONE:
+            self.put("null")
+        elif kind is _BOOL:
+            self.put("true" if value is True else "false")
+        elif kind is _INT:
+            try:
+                self.put(_INT_REPR(value))
+            except ValueError as error:  # more digits than Python converts to text
+                raise NotPlainError(f"the number is too large to check: {error}") from None
+        elif kind is _FLOAT:
+            self.put(_number(_FLOAT_REPR(value)))
+        elif kind is _STR:
+            self.put(_string(value))  # type: ignore[arg-type]
+        elif kind is _LIST or kind is _TUPLE:
+            self.put("[")
+            items = _LIST_ITER(value) if kind is _LIST else _TUPLE_ITER(value)  # type: ignore[arg-type]
+            first = True
+            for item in items:
+                if not first:
+                    self.put(",")
+                first = False
+                self.value(item, depth + 1)
+            self.put("]")
+        elif kind is _DICT:
+            self.put('{"dict":[')
+            first = True
+            for key, item in _DICT_ITEMS(value):
+                self.put("[" if first else ",[")
+                first = False
+                self.value(key, depth + 1)
+                self.put(",")
+                self.value(item, depth + 1)
+                self.put("]")
+            self.put("]}")
+        else:
+            name = _NAME(_type(value))
+            raise NotPlainError(
+                f"the value is of type {name}, not plain data (numbers, strings, lists, dicts, None)"
+            )
+
+
+def encode(value: object) -> str:
+    """``value`` as JSON text in ASCII, dicts as ``{"dict": [[key, value], ...]}``.
+
+    Raises:
+        NotPlainError: if ``value`` holds anything but plain data, is longer than
+            :data:`MAX_CHARS` encoded, or nests deeper than :data:`MAX_DEPTH`.
+    """
+    writer = _Writer()
+    writer.value(value, 0)
+    return _JOIN("", writer.parts)
+
+
+def decode(text: str) -> object:
+    """The value :func:`encode` wrote: lists for lists and tuples, dicts with their key types.
+
+    Raises:
+        NotPlainError: if ``text`` is not what :func:`encode` writes.
+    """
+    import json
+
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise NotPlainError(f"the value could not be read: {error}") from None
+    return _rebuild(raw, key=False)
+
+
+def _rebuild(raw: object, *, key: bool) -> object:
+    if isinstance(raw, list):
+        items = [_rebuild(item, key=key) for item in raw]
+        return tuple(items) if key else items
+    if isinstance(raw, dict):
+        pairs = raw.get("dict")
+        if key or list(raw) != ["dict"] or not isinstance(pairs, list):
+            raise NotPlainError("the value could not be read: an unexpected JSON object")
+        result = {}
+        for pair in pairs:
+            if not (isinstance(pair, list) and len(pair) == 2):
+                raise NotPlainError("the value could not be read: a dict entry is not a pair")
+            result[_rebuild(pair[0], key=True)] = _rebuild(pair[1], key=False)
+        return result
+    return raw
