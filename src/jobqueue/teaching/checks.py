@@ -2,11 +2,13 @@
 
 Each :func:`check` or :func:`check_that` shows one line, ``✓ label: value`` or
 ``✗ label: expected X, got Y``, and never raises, so Run All reaches every check. The
-line is a display output whose metadata holds the verdict (:data:`VERDICT_KEY`): the
-checker (:mod:`jobqueue.teaching.exercises`) reads the verdicts back instead of
-comparing printed text, so whatever the learner's code prints is shown and never
-decides anything. nbval compares the line itself, so a pristine exercise run with a
-wrong or missing answer still differs from its expected output.
+line is a display output whose metadata holds the verdict and the checked value as plain
+data (:data:`VERDICT_KEY`, :mod:`jobqueue.teaching.plain`). These lines are the learner's
+feedback while they work, and, in the solutions, the record of the expected values: the
+checker (``make check``, ``make grade``) never trusts a verdict made in a learner's
+kernel; it runs the check cells rewritten and judges the values itself
+(:mod:`jobqueue.teaching.capture`). nbval compares the line itself, so a pristine exercise
+run with a wrong or missing answer still differs from its expected output.
 
 A check cell's own code calls the learner's functions before :func:`check` sees a
 value, and an exception there would stop Run All. Importing this module inside IPython

@@ -8,19 +8,16 @@ its own, in a temporary folder of its own, with a time limit: a notebook still r
 after ``timeout_s`` is killed with its kernel and graded ``TIMEOUT``. Check cells always
 come from the pristine exercise; a learner's edited or deleted check cell changes nothing
 but a note in the feedback. A notebook with every answer as generated is graded ``FAIL``
-without a kernel (see :func:`not_started`). The grade travels back through a pipe the
-kernel does not inherit, so what an answer prints or writes cannot forge it; the kernel
-caps each cell's output (see :mod:`jobqueue.teaching.isolation`).
+without a kernel (see :func:`not_started`). The kernel only hands back the checked values
+as plain data; the verdicts are made in the grader (:mod:`jobqueue.teaching.capture`), and
+each kernel runs in the run's :class:`~jobqueue.teaching.sandbox.Sandbox`, the strongest
+isolation the machine allows, which :func:`run_grading` names first.
 
 The verdicts: ``PASS`` (every check passed), ``FAIL`` (some check did not pass, or none
 was started), ``ERROR: <reason>`` (the notebook could not be checked: not a notebook, an
 answer cell deleted, not handed in) and ``TIMEOUT``. The model is nbgrader's and
 otter-grader's: a gradebook, per-check scores, feedback files and a per-notebook time
 limit, with the course's own checker (:mod:`jobqueue.teaching.exercises`) as the engine.
-
-This isolates learners from each other and from the teacher's files against accidents
-(relative paths, ``sys.exit``, endless loops, megabytes of output); it is not a sandbox
-against hostile code, which can still reach any absolute path the teacher's user can.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,6 +24,8 @@ import nbformat
 from ipykernel.ipkernel import IPythonKernel
 from nbclient import NotebookClient
 from nbformat import NotebookNode
+
+from jobqueue.teaching.sandbox import ipc_kernel_manager
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 LANGUAGE_INFO: dict[str, object] = copy.deepcopy(IPythonKernel.language_info)
@@ -92,14 +95,15 @@ def execute(nb: NotebookNode, cwd: Path) -> NotebookNode:
     Raises:
         nbclient.exceptions.CellExecutionError: if a cell raises.
     """
-    client = NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT_S,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(cwd)}},
-        store_widget_state=False,
-    )
-    client.execute()
+    with tempfile.TemporaryDirectory(prefix="jq-kernel-") as sockets:
+        client = NotebookClient(
+            nb,
+            kernel_manager_class=ipc_kernel_manager(Path(sockets)),
+            timeout=CELL_TIMEOUT_S,
+            resources={"metadata": {"path": str(cwd)}},
+            store_widget_state=False,
+        )
+        client.execute()
     return normalize(nb)
 
 

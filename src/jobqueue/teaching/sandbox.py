@@ -122,6 +122,15 @@ def kernel_manager(
     return sandbox.kernel_manager(folder, ipython_dir, uid)
 
 
+def ipc_kernel_manager(sockets: Path) -> type[AsyncKernelManager]:
+    """A kernel manager class whose kernel talks over Unix sockets in ``sockets``, in this environment.
+
+    For notebooks the teacher's tools run (``make notebooks``): Jupyter's default TCP
+    transport makes the kernel warn that it runs "over TCP without encryption".
+    """
+    return _manager(sockets, [], dict(os.environ), None)
+
+
 def _own_folder_env(folder: Path, ipython_dir: Path) -> dict[str, str]:
     return {
         "HOME": str(folder),
