@@ -283,3 +283,11 @@ def test_nbval_against_the_pristine_exercise_fails_a_wrong_answer(tmp_path: Path
     passed = {path.split("/")[0] for outcome, path in outcomes if outcome == "PASSED"}
     assert failed == {"wrong", "unanswered"}, result.stdout[-2000:]
     assert "solved" in passed and result.returncode == 1, result.stdout[-2000:]
+
+
+def test_make_check_prints_the_verdict_and_nothing_on_stderr() -> None:
+    # The kernel talks over Unix sockets: no "Kernel is running over TCP without encryption".
+    command = [sys.executable, "-m", "jobqueue.teaching.exercises", "check", "solutions/02_backoff.ipynb"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip().splitlines()[-1] == "PASS 02_backoff: 4 of 4 checks passed"
+    assert done.stderr == ""
