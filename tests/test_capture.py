@@ -94,7 +94,8 @@ def test_check_calls_are_sent_to_the_runs_capture_functions_inside_a_guard() -> 
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     }
-    assert called == {"f", "range", "_jq_abc123_check", "_jq_abc123_check_that", "_jq_abc123_raised"}
+    made = {"_jq_abc123_check", "_jq_abc123_check_that", "_jq_abc123_raised", "_jq_abc123_plain"}
+    assert called == {"f", "range", *made}
 
 
 def record(label: str, value: object, kind: str = "check") -> dict[str, object]:
@@ -148,3 +149,54 @@ def test_records_of_another_run_are_ignored() -> None:
         {"metadata": {capture.CAPTURE_KEY: {"nonce": "mine", **record("sum", [9])}}},
     ]
     assert [r["value"] for r in capture.captured(outputs, "mine")] == ["[9]"]
+
+
+class Sneaky(int):
+    """An answer of the learner's own that claims to be small, equal and true."""
+
+    def __le__(self, other: object) -> bool:
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = int.__hash__
+
+
+def run_rewritten(source: str, names: dict[str, object]) -> list[tuple[str, object]]:
+    made: list[tuple[str, object]] = []
+
+    def check_that(label: str, ok: object, explain: str = "") -> None:
+        try:
+            made.append((label, ok()))  # type: ignore[operator]
+        except plain.NotPlainError as error:
+            made.append((label, str(error)))
+
+    def raised(error: BaseException) -> None:
+        made.append(("raised", repr(error)))
+
+    namespace = {
+        "_jq_n_check_that": check_that,
+        "_jq_n_plain": plain.normalize,
+        "_jq_n_raised": raised,
+        **names,
+    }
+    exec(capture.rewrite_check_cell(source, "n"), namespace)
+    return made
+
+
+def test_a_check_that_compares_plain_copies_so_a_sneaky_number_is_judged_by_its_value() -> None:
+    source = 'check_that("by t=30", schedule[-1] <= 30, "late")\ncheck_that("none", x is None, "")\n'
+    assert run_rewritten(source, {"schedule": [Sneaky(99)], "x": None}) == [
+        ("by t=30", False),
+        ("none", True),
+    ]
+    assert run_rewritten(source, {"schedule": [Sneaky(29)], "x": 1}) == [("by t=30", True), ("none", False)]
+    [(_, reason), _] = run_rewritten(source, {"schedule": [object()], "x": None})
+    assert reason.startswith("the value is of type object, not plain data")
+
+
+def test_normalize_keeps_plain_values_and_drops_subclasses() -> None:
+    value = plain.normalize([Sneaky(3), (1, "a"), {"k": 2.5}])
+    assert value == [3, (1, "a"), {"k": 2.5}]
+    assert type(value[0]) is int  # type: ignore[index]

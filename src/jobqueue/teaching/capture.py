@@ -63,6 +63,11 @@ def _jq_install(shell, nonce, plain_source):
         emit({"label": as_data(label).get("value", '""'), "kind": "check", **as_data(got)})
 
     def check_that(label, ok, explain=""):
+        try:
+            ok = ok()  # the condition, its comparisons made on plain copies of their operands
+        except not_plain as error:
+            emit({"label": as_data(label).get("value", '""'), "kind": "check_that", "error": error.args[0]})
+            return
         explained = as_data(explain)
         emit({"label": as_data(label).get("value", '""'), "kind": "check_that", **as_data(ok),
               "explain": explained.get("value", '""')})
@@ -81,6 +86,7 @@ def _jq_install(shell, nonce, plain_source):
     shell.user_ns["_jq_%(nonce)s_check"] = check
     shell.user_ns["_jq_%(nonce)s_check_that"] = check_that
     shell.user_ns["_jq_%(nonce)s_raised"] = raised
+    shell.user_ns["_jq_%(nonce)s_plain"] = names["normalize"]
 
 
 _jq_install(get_ipython(), %(nonce)r, %(plain)r)
@@ -99,6 +105,25 @@ def startup_source(nonce: str) -> str:
     return _KERNEL_SIDE % {"key": CAPTURE_KEY, "nonce": nonce, "plain": source}
 
 
+class _PlainOperands(ast.NodeTransformer):
+    """Each operand of each comparison goes through the kernel's ``normalize`` first."""
+
+    def __init__(self, nonce: str) -> None:
+        self.nonce = nonce
+
+    def wrap(self, node: ast.expr) -> ast.expr:
+        call = ast.Call(ast.Name(f"_jq_{self.nonce}_plain", ast.Load()), [node], [])
+        return ast.copy_location(call, node)
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:  # the ast visitor's naming
+        self.generic_visit(node)
+        if all(isinstance(op, ast.Is | ast.IsNot) for op in node.ops):
+            return node  # identity (``x is None``) cannot be faked
+        node.left = self.wrap(node.left)
+        node.comparators = [self.wrap(c) for c in node.comparators]
+        return node
+
+
 class _Redirect(ast.NodeTransformer):
     def __init__(self, nonce: str) -> None:
         self.nonce = nonce
@@ -106,14 +131,23 @@ class _Redirect(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:  # the ast visitor's naming
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id in CHECK_FUNCTIONS:
+            if node.func.id == "check_that" and len(node.args) >= 2:
+                condition = _PlainOperands(self.nonce).visit(node.args[1])
+                node.args[1] = ast.copy_location(ast.Lambda(_NO_ARGUMENTS, condition), condition)
             node.func = ast.copy_location(ast.Name(f"_jq_{self.nonce}_{node.func.id}", ast.Load()), node.func)
         return node
+
+
+_NO_ARGUMENTS = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
 
 
 def rewrite_check_cell(source: str, nonce: str) -> str:
     """``source`` with its ``check``/``check_that`` calls sent to the run's capture functions.
 
-    The cell runs inside ``try``: an exception is captured as a record (the checks not yet
+    A ``check_that``'s condition is passed as a function, and each comparison in it is made
+    on plain copies of its operands (:func:`jobqueue.teaching.plain.normalize`), so that an
+    object of the learner's own that claims to be smaller or equal is a wrong answer, not a
+    pass. The cell runs inside ``try``: an exception is captured as a record (the checks not yet
     made then fail with it) instead of stopping the cell.
 
     Raises:

@@ -37,10 +37,13 @@ _INT = _type(0)
 _FLOAT = _type(0.0)
 _STR = _type("")
 _LIST: Any = _type([])
-_TUPLE = _type(())
+_TUPLE: Any = _type(())
 _DICT: Any = _type({})
 _MRO = _type.__dict__["__mro__"].__get__
 _NAME = _type.__dict__["__name__"].__get__
+_INT_COPY: Any = _INT.__pos__
+_FLOAT_COPY: Any = _FLOAT.__pos__
+_STR_COPY: Any = _STR.__str__
 _INT_REPR = _INT.__repr__
 _FLOAT_REPR = _FLOAT.__repr__
 _STR_ITER = _STR.__iter__
@@ -127,7 +130,7 @@ class _Writer:
             self.put(_string(value))  # type: ignore[arg-type]
         elif kind is _LIST or kind is _TUPLE:
             self.put("[")
-            items = _LIST_ITER(value) if kind is _LIST else _TUPLE_ITER(value)  # type: ignore[arg-type]
+            items = _LIST_ITER(value) if kind is _LIST else _TUPLE_ITER(value)
             first = True
             for item in items:
                 if not first:
@@ -147,10 +150,43 @@ class _Writer:
                 self.put("]")
             self.put("]}")
         else:
-            name = _NAME(_type(value))
-            raise NotPlainError(
-                f"the value is of type {name}, not plain data (numbers, strings, lists, dicts, None)"
-            )
+            raise _not_plain(value)
+
+
+def _not_plain(value: object) -> NotPlainError:
+    name = _NAME(_type(value))
+    return NotPlainError(
+        f"the value is of type {name}, not plain data (numbers, strings, lists, dicts, None)"
+    )
+
+
+def normalize(value: object, depth: int = 0) -> object:
+    """``value`` rebuilt from the built-in types alone: what a comparison in a check may see.
+
+    An ``int``, ``float`` or ``str`` subclass becomes the plain value it holds, a tuple stays
+    a tuple, a list a list; the methods of the learner's classes are never called.
+
+    Raises:
+        NotPlainError: as :func:`encode` does, for anything but plain data.
+    """
+    if depth > MAX_DEPTH:
+        raise NotPlainError(f"the value is nested more than {MAX_DEPTH} deep (or holds itself)")
+    kind = _base(value)
+    if kind is _NONE or kind is _BOOL:
+        return value
+    if kind is _INT:
+        return _INT_COPY(value)
+    if kind is _FLOAT:
+        return _FLOAT_COPY(value)
+    if kind is _STR:
+        return _STR_COPY(value)
+    if kind is _LIST:
+        return [normalize(item, depth + 1) for item in _LIST_ITER(value)]
+    if kind is _TUPLE:
+        return _TUPLE([normalize(item, depth + 1) for item in _TUPLE_ITER(value)])
+    if kind is _DICT:
+        return {normalize(key, depth + 1): normalize(item, depth + 1) for key, item in _DICT_ITEMS(value)}
+    raise _not_plain(value)
 
 
 def encode(value: object) -> str:
