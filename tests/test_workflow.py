@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,11 +47,35 @@ def test_schema_check_rejects_a_job_without_a_runner(tmp_path: Path) -> None:
 
 def test_workflow_sets_up_the_course_and_runs_check_all_on_push() -> None:
     workflow = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
-    assert "push" in workflow[True]  # YAML 1.1 reads the key `on` as True
+    assert workflow[True]["push"] == {"branches": ["**"]}  # YAML 1.1 reads the key `on` as True
     [job] = workflow["jobs"].values()
     runs = [step["run"] for step in job["steps"] if "run" in step]
     assert runs == ["make setup", "make check-all"]
     assert job["timeout-minutes"] <= 60
+    uses = [step["uses"] for step in job["steps"] if "uses" in step]
+    assert uses == ["actions/checkout@v5", "actions/setup-python@v6"]
+
+
+def runs_for(condition: str, event: str, head_repo: str = "") -> bool:
+    """Evaluate a job's ``if:`` (comparisons joined by ``||`` and ``&&``) for one event."""
+    context = {
+        "github.event_name": event,
+        "github.repository": "learner/course",
+        "github.event.pull_request.head.repo.full_name": head_repo,
+    }
+    python = re.sub(r"github(\.\w+)+", lambda name: repr(context[name.group(0)]), condition)
+    return bool(eval(python.replace("||", " or ").replace("&&", " and ")))
+
+
+def test_each_change_is_checked_once_pull_requests_from_forks_too() -> None:
+    workflow = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    assert set(workflow[True]) == {"push", "pull_request", "workflow_dispatch"}
+    [job] = workflow["jobs"].values()
+    condition = job["if"]
+    assert runs_for(condition, "push")
+    assert runs_for(condition, "workflow_dispatch")
+    assert not runs_for(condition, "pull_request", head_repo="learner/course"), "its push ran it"
+    assert runs_for(condition, "pull_request", head_repo="friend/course"), "a fork's push runs there"
 
 
 def course(tmp_path: Path, names: list[str]) -> Path:
