@@ -9,8 +9,12 @@ into a failure instead of a stuck test run; its message says that it is a hang g
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 HANG_GUARD_S = 300.0
 """How long a test waits for an event before it reports a hang, in seconds.
@@ -43,3 +47,28 @@ def wait_until(
             extra = f"\n{details()}" if details is not None else ""
             raise AssertionError(hang(what, timeout_s) + extra)
         time.sleep(poll_s)
+
+
+async def wait_until_async(
+    done: Callable[[], object],
+    what: str,
+    *,
+    poll_s: float = 0.01,
+    timeout_s: float = HANG_GUARD_S,
+    details: Callable[[], object] | None = None,
+) -> None:
+    """:func:`wait_until` inside an event loop: the loop runs on while it polls."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            extra = f"\n{details()}" if details is not None else ""
+            raise AssertionError(hang(what, timeout_s) + extra)
+        await asyncio.sleep(poll_s)
+
+
+async def within_hang_guard(awaitable: Awaitable[T], what: str, timeout_s: float = HANG_GUARD_S) -> T:
+    """Await ``awaitable``; fail with :func:`hang` if it has not finished after ``timeout_s``."""
+    try:
+        return await asyncio.wait_for(awaitable, timeout_s)
+    except TimeoutError:
+        raise AssertionError(hang(what, timeout_s)) from None
