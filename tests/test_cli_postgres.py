@@ -20,9 +20,10 @@ from jobqueue.shop import BUILD_REPORT, SEND_RECEIPT, ReportPayload
 
 def test_two_worker_processes_share_the_work_of_one_queue(pg_conninfo: str, tmp_path: Path) -> None:
     reports = [f"report-{n}" for n in range(24)]
-    command = jobqueue_command(
-        "worker", pg_conninfo, "--handlers", HANDLERS, "--concurrency", "2", "--poll", "0.5", "--grace", "1"
-    )
+    # No prefetch: a worker holds at most the 2 jobs it runs, so the other need not be quick
+    # (a loaded machine) to get some; it has until the first has run 22 jobs, 2.2 s.
+    options = ["--concurrency", "2", "--prefetch", "0", "--poll", "0.5", "--grace", "1"]
+    command = jobqueue_command("worker", pg_conninfo, "--handlers", HANDLERS, *options)
     stderr = [(tmp_path / f"worker-{n}.stderr").open("w") for n in range(2)]
     workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True) for err in stderr]
     try:
