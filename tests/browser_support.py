@@ -42,8 +42,11 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 COURSE_DIRS = ("lessons", "exercises", "solutions")
-SERVER_START_S = 60.0  # seconds to wait for JupyterLab to answer
-STEP_MS = 30_000  # milliseconds for one browser step (open, run all, re-render)
+# Hang guards, not deadlines: the browser waits for what it needs to see (a cell's output,
+# a kernel gone idle), and these only end a wait that would never end. A loaded machine
+# (pytest-xdist on 2 cores beside other notebooks' kernels) takes seconds, never minutes.
+SERVER_START_S = 300.0  # seconds to wait for JupyterLab to answer
+STEP_MS = 120_000  # milliseconds for one browser step (open, run all, re-render)
 
 # JupyterLab user settings for the throwaway server: every cell in the DOM (no windowing, so
 # selectors see the whole notebook), no news or update checks (no network, no toasts), no
@@ -211,7 +214,7 @@ def lab_server(course: Path, workdir: Path, strip: Iterable[str] = ()) -> Iterat
                 raise RuntimeError(f"JupyterLab exited with {proc.returncode}:\n{server.log_tail()}")
             if time.monotonic() > deadline:
                 raise RuntimeError(
-                    f"JupyterLab did not answer within {SERVER_START_S:g} s:\n{server.log_tail()}"
+                    f"hang guard: JupyterLab did not answer within {SERVER_START_S:g} s:\n{server.log_tail()}"
                 )
             time.sleep(0.2)
         yield server

@@ -100,10 +100,16 @@ def announce(capsys: pytest.CaptureFixture[str], message: str) -> None:
 
 @contextmanager
 def screenshot_on_failure(page: Page, name: str) -> Iterator[None]:
+    from playwright.sync_api import TimeoutError as StepTimeout
+
     try:
         yield
-    except Exception:
+    except Exception as error:
         print(f"screenshot of the failure: {screenshot(page, f'{name}_FAILED')}")
+        if isinstance(error, StepTimeout):  # STEP_MS is a hang guard: say so
+            raise AssertionError(
+                f"hang guard: a browser step took over {STEP_MS / 1000:g} s: {error}"
+            ) from error
         raise
 
 

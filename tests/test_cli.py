@@ -17,6 +17,7 @@ from queue import Empty, SimpleQueue
 from typing import IO
 
 import pytest
+from waiting import HANG_GUARD_S, hang, wait_until
 
 from jobqueue import ManualClock
 from jobqueue.cli import WorkerStats, main, stats_path
@@ -68,25 +69,29 @@ def dead_file(path: Path) -> Path:
 
 
 def test_stats_prints_the_figures_of_a_queue_file(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    clock = ManualClock(time.time() - 120)  # two minutes ago on the wall clock
+    began = time.time()
+    clock = ManualClock(began - 120)  # two minutes ago on the wall clock
     with DurableQueue(path, clock) as queue:
         queue.enqueue_many(SEND_RECEIPT, [receipt(1), receipt(2), receipt(3)], ids=["r-1", "r-2", "r-3"])
         first, second = queue.claim_many(2)
         queue.ack(first)
         queue.fail(second, "PermanentJobError: no", permanent=True)
     assert main(["stats", str(path)]) == 0
+    took_s = time.time() - began
     out, err = capsys.readouterr()
     assert err == ""
-    assert re.fullmatch(
+    shown = re.fullmatch(
         "waiting                   1\n"
         "scheduled \\(retry delay\\)   0\n"
         "leased                    0\n"
-        "oldest waiting job        12\\d\\.\\d s\n"  # r-3, waiting for two minutes
+        "oldest waiting job        (\\d+\\.\\d) s\n"  # r-3, waiting for two minutes
         "oldest leased job         0\\.0 s\n"
         "failure rate, last 300 s  50% \\(1 failed, 1 done\\)\n"
         "dead letters              1\n",
         out,
-    ), out
+    )
+    assert shown is not None, out
+    assert 120 <= float(shown[1]) <= 120 + took_s + 0.05, (shown[1], took_s)  # + the test's own time
     assert main(["stats", str(path), "--window", "60"]) == 0  # both outcomes are older
     assert "\nfailure rate, last 60 s  0% (0 failed, 0 done)\n" in capsys.readouterr().out
 
@@ -309,38 +314,61 @@ class Lines:
             self._lines.put(line.rstrip("\n"))
         self._lines.put(None)
 
-    def wait_until(self, enough: Callable[[list[str]], bool], timeout_s: float) -> None:
-        """Read lines until ``enough(seen)``; fail with the output so far after ``timeout_s``."""
+    def wait_until(self, enough: Callable[[list[str]], bool], timeout_s: float = HANG_GUARD_S) -> None:
+        """Read lines until ``enough(seen)``; fail with the output so far after ``timeout_s`` (a hang)."""
         deadline = time.monotonic() + timeout_s
         while not enough(self.seen):
             try:
                 line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except Empty:
-                raise AssertionError(f"timed out after {timeout_s} s; output so far: {self.seen}") from None
+                raise AssertionError(
+                    f"{hang('the line waited for', timeout_s)}; output so far: {self.seen}"
+                ) from None
             if line is None:
                 raise AssertionError(f"the output ended early: {self.seen}")
             self.seen.append(line)
 
-    def to_end(self, timeout_s: float) -> list[str]:
+    def arrived(self) -> list[str]:
+        """Read the lines that have arrived, without waiting; return every line seen."""
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except Empty:
+                return self.seen
+            if line is None:
+                self._lines.put(None)  # the end stays for the next reader
+                return self.seen
+            self.seen.append(line)
+
+    def to_end(self, timeout_s: float = HANG_GUARD_S) -> list[str]:
         """Read the remaining lines until the stream closes; return every line seen."""
         deadline = time.monotonic() + timeout_s
-        while (line := self._lines.get(timeout=max(0.0, deadline - time.monotonic()))) is not None:
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except Empty:
+                raise AssertionError(
+                    f"{hang('the end of the output', timeout_s)}; so far: {self.seen}"
+                ) from None
+            if line is None:
+                break
             self.seen.append(line)
         self._thread.join(timeout_s)
         return self.seen
 
 
-def worker_figures(queue_file: Path, *, done: int, timeout_s: float) -> WorkerStats:
+def worker_figures(queue_file: Path, *, done: int) -> WorkerStats:
     """What a running worker last wrote to its stats file, once that counts ``done`` acks."""
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        if stats_path(queue_file).exists():  # replaced whole, never removed while the worker runs
-            last = WorkerStats.model_validate_json(stats_path(queue_file).read_text())
-            if last.metrics.done == done:
-                return last
-        time.sleep(0.05)
-    raise AssertionError(f"no figures with {done} done after {timeout_s} s; last: {last}")
+    last: list[WorkerStats] = []
+
+    def counts_done() -> bool:
+        if not stats_path(queue_file).exists():
+            return False
+        last[:] = [WorkerStats.model_validate_json(stats_path(queue_file).read_text())]  # replaced whole
+        return last[0].metrics.done == done
+
+    wait_until(counts_done, f"figures with {done} done in the stats file", details=lambda: last)
+    return last[0]
 
 
 def jobqueue_command(*args: str) -> list[str]:
@@ -364,14 +392,18 @@ def test_a_worker_process_logs_reports_stats_and_gives_back_its_job_on_sigterm(p
         try:
             assert worker.stdout is not None
             lines = Lines(worker.stdout)
-            lines.wait_until(lambda seen: sum(line.endswith(": done") for line in seen) == 3, timeout_s=20)
-            report = worker_figures(path, done=3, timeout_s=10)
+            lines.wait_until(lambda seen: sum(line.endswith(": done") for line in seen) == 3)
+            report = worker_figures(path, done=3)
             stats = subprocess.run(
-                jobqueue_command("stats", str(path)), capture_output=True, text=True, timeout=20, check=False
+                jobqueue_command("stats", str(path)),
+                capture_output=True,
+                text=True,
+                timeout=HANG_GUARD_S,
+                check=False,
             )
             worker.send_signal(signal.SIGTERM)
-            status = worker.wait(timeout=15)
-            output = lines.to_end(timeout_s=5)
+            status = worker.wait(timeout=HANG_GUARD_S)
+            output = lines.to_end()
         finally:
             if worker.poll() is None:
                 worker.kill()
@@ -422,7 +454,7 @@ import sys, time
 from jobqueue.durable import DurableQueue
 queue = DurableQueue(sys.argv[1])
 print("holding", flush=True)
-time.sleep(60)
+time.sleep(3600)  # killed by the test
 """
 
 
@@ -432,7 +464,7 @@ def test_commands_on_a_file_another_process_holds(path: Path, capsys: pytest.Cap
     ) as holder:
         try:
             assert holder.stdout is not None
-            Lines(holder.stdout).wait_until(lambda seen: seen == ["holding"], timeout_s=20)
+            Lines(holder.stdout).wait_until(lambda seen: seen == ["holding"])
             statuses = [main(["dead", str(path)]), main(["replay", str(path), "--all"])]
             statuses.append(main(["stats", str(path)]))  # no worker figures to show
             out, err = capsys.readouterr()
@@ -443,6 +475,7 @@ def test_commands_on_a_file_another_process_holds(path: Path, capsys: pytest.Cap
             written = WorkerStats(pid=holder.pid, written_at=time.time() - 5, metrics=figures)
             stats_path(path).write_text(written.model_dump_json())
             statuses.append(main(["stats", str(path)]))
+            took_s = time.time() - written.written_at - 5
             shown, shown_err = capsys.readouterr()
         finally:
             holder.kill()
@@ -450,5 +483,7 @@ def test_commands_on_a_file_another_process_holds(path: Path, capsys: pytest.Cap
     assert out == ""
     assert err.count(f"error: cannot open queue file '{path}': another process has it open") == 3
     assert shown_err == ""
-    head = rf"\(the file is held by worker {holder.pid}; its figures from [56] s ago\)"
-    assert re.fullmatch(rf"{head}\n{re.escape(str(figures))}\n", shown)
+    head = rf"\(the file is held by worker {holder.pid}; its figures from (\d+) s ago\)"
+    match = re.fullmatch(rf"{head}\n{re.escape(str(figures))}\n", shown)
+    assert match is not None, shown
+    assert 5 <= int(match[1]) <= round(5 + took_s), (match[1], took_s)  # 5 s, and the test's own time

@@ -221,7 +221,7 @@ from jobqueue.durable import DurableQueue
 
 queue = DurableQueue(sys.argv[1])
 print("ready", flush=True)
-time.sleep(120)
+time.sleep(3600)  # killed by the test
 """
 
 

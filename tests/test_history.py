@@ -1,10 +1,10 @@
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from waiting import HANG_GUARD_S, wait_until
 
 from jobqueue import InvalidSettingError
 from jobqueue.testing import Event, History, check_history, read_history
@@ -120,10 +120,12 @@ def test_processes_killed_with_sigkill_leave_whole_lines(tmp_path: Path) -> None
     for writer in writers:
         assert writer.stdout is not None
         assert writer.stdout.readline() == b"ready\n"
-    time.sleep(0.2)  # let them write; the check does not depend on how much
+    files = [tmp_path / f"w{i}.history.jsonl" for i in range(2)]
+    # Killed while they write, once each has written some 400 lines (the check holds for any number).
+    wait_until(lambda: all(file.stat().st_size >= 100_000 for file in files), "100 kB in each history")
     for writer in writers:
         writer.send_signal(signal.SIGKILL)
-        writer.wait(timeout=10)
+        writer.wait(timeout=HANG_GUARD_S)
         assert writer.stdout is not None
         writer.stdout.close()
     events = read_history(tmp_path)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
+from waiting import HANG_GUARD_S, hang, wait_until
 
 from jobqueue import db, idempotency, shop_db
 from jobqueue.clock import ManualClock
@@ -48,6 +49,25 @@ def in_thread(target: Callable[[], object]) -> tuple[threading.Thread, list[obje
     thread = threading.Thread(target=run)
     thread.start()
     return thread, out
+
+
+def wait_while_it_waits_for_a_lock(conninfo: str, thread: threading.Thread, con: psycopg.Connection) -> None:
+    """Return once ``con``'s statement waits for a lock another transaction holds, or ``thread`` ended."""
+    pid = con.info.backend_pid
+    with open_con(conninfo) as watcher:
+
+        def waits() -> bool:
+            row = watcher.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid]
+            ).fetchone()
+            return row == ("Lock",)
+
+        wait_until(lambda: waits() or not thread.is_alive(), "delivery B waiting for A's row lock")
+
+
+def join(thread: threading.Thread) -> None:
+    thread.join(timeout=HANG_GUARD_S)
+    assert not thread.is_alive(), hang("the delivery thread's end")
 
 
 def test_three_deliveries_credit_once_and_the_id_is_recorded(
@@ -98,14 +118,14 @@ def test_a_second_connection_waits_for_the_first_delivery_and_skips(
         credit_8(c)
         thread, out = in_thread(lambda: idempotency.process_once(b_con, MESSAGE, credit_8, clock=clock))
         holder.extend([thread, out])
-        thread.join(timeout=0.3)
+        wait_while_it_waits_for_a_lock(pg_conninfo, thread, b_con)
         assert thread.is_alive(), "B should wait for A's transaction"
 
     holder: list[object] = []
     assert idempotency.process_once(con, MESSAGE, effect_a, clock=clock) is True
     thread, out = holder
     assert isinstance(thread, threading.Thread) and isinstance(out, list)
-    thread.join(timeout=10)
+    join(thread)
     b_con.close()
     assert out == [False]
     assert shop_db.points_balance(con, 8) == 204
@@ -121,14 +141,15 @@ def test_when_the_first_delivery_rolls_back_the_waiting_one_applies_the_effect(
         credit_8(c)
         thread, out = in_thread(lambda: idempotency.process_once(b_con, MESSAGE, credit_8, clock=clock))
         holder.extend([thread, out])
-        thread.join(timeout=0.3)
+        wait_while_it_waits_for_a_lock(pg_conninfo, thread, b_con)
+        assert thread.is_alive(), "B should wait for A's transaction"
         raise RuntimeError("A crashed before commit")
 
     with pytest.raises(RuntimeError, match="A crashed"):
         idempotency.process_once(con, MESSAGE, effect_a, clock=clock)
     thread, out = holder
     assert isinstance(thread, threading.Thread)
-    thread.join(timeout=10)
+    join(thread)
     b_con.close()
     assert out == [True]
     assert shop_db.points_balance(con, 8) == 204
@@ -151,7 +172,7 @@ def test_deliveries_racing_from_four_connections_credit_exactly_once(
 
             runs = [in_thread(lambda c=c: deliver(c)) for c in cons]
             for thread, _ in runs:
-                thread.join(timeout=10)
+                join(thread)
             results = [out[0] for _, out in runs]
             assert sorted(results, key=str) == [False, False, False, True], results
             assert shop_db.points_balance(con, trial) == 1
@@ -173,12 +194,13 @@ def test_a_serialization_failure_is_run_again(
         credit_8(c)
         thread, out = in_thread(lambda: idempotency.process_once(b_con, MESSAGE, credit_8, clock=clock))
         holder.extend([thread, out])
-        thread.join(timeout=0.3)
+        wait_while_it_waits_for_a_lock(pg_conninfo, thread, b_con)
+        assert thread.is_alive(), "B should wait for A's transaction"
 
     assert idempotency.process_once(con, MESSAGE, effect_a, clock=clock) is True
     thread, out = holder
     assert isinstance(thread, threading.Thread)
-    thread.join(timeout=10)
+    join(thread)
     b_con.close()
     assert out == [False]
     assert shop_db.points_balance(con, 8) == 204

@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from jupyter_client.manager import start_new_kernel
+from waiting import HANG_GUARD_S
 
 from jobqueue.teaching.notebooks import KERNELSPEC, LANGUAGE_INFO, execute, read, write
 
@@ -33,7 +34,7 @@ def test_stored_language_info_is_what_the_kernel_reports() -> None:
     """JupyterLab saves the kernel's kernel_info language_info: storing the same keeps a save clean."""
     manager, client = start_new_kernel(kernel_name="python3")
     try:
-        reply = client.kernel_info(reply=True, timeout=60)
+        reply = client.kernel_info(reply=True, timeout=HANG_GUARD_S)
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
@@ -59,7 +60,7 @@ def test_lesson_has_goals_reasoning_recap_and_working_links(path: Path) -> None:
 
 def run_pytest(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=HANG_GUARD_S)
 
 
 def test_every_lesson_and_solution_gets_the_rerun_check() -> None:

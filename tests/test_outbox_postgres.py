@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from waiting import HANG_GUARD_S, hang
 
 import jobqueue as jq
 from jobqueue import db, outbox, shop, shop_db
@@ -116,7 +117,8 @@ def test_two_relays_running_at_once_publish_every_row_once(
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=60)
+        thread.join(timeout=HANG_GUARD_S)
+        assert not thread.is_alive(), hang("a relay's end")
     assert errors == []
     assert sorted(published.ids) == sorted(f"outbox-{i}" for i in range(1, 301))  # each once
     assert sum(totals) == 300

@@ -29,6 +29,7 @@ import pytest
 from hypothesis.stateful import run_state_machine_as_test
 from queue_contract import QueueUnderTest, Settings, queue_state_machine
 from test_queue_state_machine import SETTINGS, policy
+from waiting import HANG_GUARD_S, hang, wait_until_async, within_hang_guard
 
 from jobqueue import (
     Backoff,
@@ -243,7 +244,7 @@ def test_two_processes_claiming_from_one_queue_never_share_a_job(
         )
         for _ in range(2)
     ]
-    outputs = [claimer.communicate(timeout=60)[0].split() for claimer in claimers]
+    outputs = [claimer.communicate(timeout=HANG_GUARD_S)[0].split() for claimer in claimers]
     assert [claimer.returncode for claimer in claimers] == [0, 0]
     first, second = (set(output) for output in outputs)
     assert sum(map(len, outputs)) == len(ids)  # nobody got a job twice...
@@ -342,19 +343,26 @@ def test_notify_wakes_a_waiting_worker(queue: PostgresQueue, pg_conninfo: str) -
 async def _notify_wakes_a_waiting_worker(queue: PostgresQueue, pg_conninfo: str) -> None:
     assert await queue.wait_for_work(0.05) is True  # it began listening: look again, just in case
     assert await queue.wait_for_work(0.05) is False  # nothing enqueued since
-    waiting = asyncio.create_task(queue.wait_for_work(30))
+    waiting = asyncio.create_task(queue.wait_for_work(3600))
     await asyncio.sleep(0.2)
     assert not waiting.done()
     with PostgresQueue(pg_conninfo) as producer:  # another connection, as another process would use
         producer.enqueue(RENDER_INVOICE, invoice(1))
-    assert await asyncio.wait_for(waiting, 10) is True  # long before the 30 s timeout
+    assert await within_hang_guard(waiting, "the wake-up") is True  # woken, long before its hour
 
 
 def test_an_enqueue_notifies_once_it_is_committed_and_never_if_rolled_back(
     queue: PostgresQueue, pg_conninfo: str
 ) -> None:
-    def heard(listener: psycopg.Connection[Any]) -> int:
-        return len(list(listener.notifies(timeout=0.3)))
+    def heard(listener: psycopg.Connection[Any], expected: int) -> int:
+        """The notifications that come: ``expected`` of them waited for, then any more within 0.3 s.
+
+        A notification that was due is waited for (a slow machine only delays it); one that
+        was not is looked for during 0.3 s, and in the next call's count if it is late.
+        """
+        due = list(listener.notifies(timeout=HANG_GUARD_S, stop_after=expected)) if expected else []
+        assert len(due) == expected, hang(f"notification {len(due) + 1} of {expected}")
+        return len(due) + len(list(listener.notifies(timeout=0.3)))
 
     with (
         psycopg.connect(pg_conninfo, autocommit=True) as listener,
@@ -362,16 +370,16 @@ def test_an_enqueue_notifies_once_it_is_committed_and_never_if_rolled_back(
     ):
         listener.execute("LISTEN jobqueue_jobs")
         queue.enqueue(RENDER_INVOICE, invoice(1))  # the queue's own connection
-        assert heard(listener) == 1
+        assert heard(listener, 1) == 1
         queue.enqueue(RENDER_INVOICE, invoice(1), id="invoice-1", conn=shop)  # the caller's transaction
-        assert heard(listener) == 0  # not yet committed
+        assert heard(listener, 0) == 0  # not yet committed
         shop.commit()
-        assert heard(listener) == 1
+        assert heard(listener, 1) == 1
         queue.enqueue(RENDER_INVOICE, invoice(2), id="invoice-2", conn=shop)
         shop.rollback()
-        assert heard(listener) == 0
+        assert heard(listener, 0) == 0
         queue.enqueue(RENDER_INVOICE, invoice(1), id="invoice-1")  # held already: nothing added
-        assert heard(listener) == 0
+        assert heard(listener, 0) == 0
 
 
 def test_a_runner_starts_a_new_job_at_the_notify_not_at_its_next_poll(pg_conninfo: str) -> None:
@@ -386,14 +394,24 @@ async def _a_runner_starts_a_new_job_at_the_notify_not_at_its_next_poll(pg_conni
         runner.stop()
 
     with PostgresQueue(pg_conninfo, clock=SystemClock()) as queue:
+        waits: list[float] = []
+        wait_for_work = queue.wait_for_work
+
+        async def counted_wait_for_work(timeout_s: float) -> bool:
+            waits.append(timeout_s)
+            return await wait_for_work(timeout_s)
+
+        queue.wait_for_work = counted_wait_for_work  # type: ignore[method-assign]
         worker = Worker(queue)
         worker.register(RENDER_INVOICE, render)
-        runner = Runner(worker, poll_s=60)  # without the wake-up, the job would wait a minute
+        runner = Runner(worker, poll_s=3600)  # without the wake-up, the job would wait an hour
         running = asyncio.create_task(runner.run())
-        await asyncio.sleep(0.3)  # the runner found nothing and waits
+        # The first wait returns at once (it began listening: look again); in the second the
+        # runner has found nothing twice and waits.
+        await wait_until_async(lambda: len(waits) >= 2, "the runner waiting for work")
         with PostgresQueue(pg_conninfo) as producer:
             producer.enqueue(RENDER_INVOICE, invoice(7))
-        events = await asyncio.wait_for(running, 20)
+        events = await within_hang_guard(running, "the runner's wake-up and its job")
     assert done == [7] and [event.outcome for event in events] == ["done"]
 
 
@@ -439,15 +457,16 @@ async def _a_runner_reconnects_after_its_connection_was_killed(pg_conninfo: str)
         runner = Runner(worker, poll_s=0.2, log=lines.append)
         running = asyncio.create_task(runner.run())
         producer.enqueue(RENDER_INVOICE, invoice(1))
-        while not done:
-            await asyncio.sleep(0.05)
+        await wait_until_async(lambda: done, "the first job")
         terminate_backends(pg_conninfo)  # the runner's connections and the producer's
-        await asyncio.sleep(0.5)  # the runner meets the dead connection, waits, and tries again
+        # The runner meets the dead connection, logs it naming the server, waits, and tries again.
+        await wait_until_async(
+            lambda: any(queue.server in line for line in lines), "the runner's log of the lost server"
+        )
         with PostgresQueue(pg_conninfo) as again:
             again.enqueue(RENDER_INVOICE, invoice(2))
-        events = await asyncio.wait_for(running, 30)
+        events = await within_hang_guard(running, "the second job, after the reconnection")
     assert done == [1, 2] and [event.outcome for event in events] == ["done", "done"]
-    assert any(queue.server in line for line in lines), lines
 
 
 # -- bad rows and foreign schemas ------------------------------------------------------
@@ -584,9 +603,10 @@ def test_queues_opened_at_once_on_a_fresh_database_create_the_tables_once(pg_con
 def test_a_heartbeat_that_finds_the_connection_killed_tries_again_at_the_next_beat(pg_conninfo: str) -> None:
     async def scenario() -> list[str]:
         async def render(payload: InvoicePayload) -> None:
-            await asyncio.sleep(0.3)
+            await wait_until_async(lambda: worker.heartbeats, "a first beat")
             terminate_backends(pg_conninfo)  # the next beat meets the dead connection
-            await asyncio.sleep(0.5)
+            beats = len(worker.heartbeats)
+            await wait_until_async(lambda: len(worker.heartbeats) > beats, "a beat after the kill")
 
         with PostgresQueue(pg_conninfo, clock=SystemClock(), visibility_timeout_s=5) as queue:
             queue.enqueue(RENDER_INVOICE, invoice(1))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from waiting import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "exercises.yml"
@@ -30,7 +31,7 @@ def schema_check(path: Path) -> subprocess.CompletedProcess[str]:
         "vendor.github-workflows",
         str(path),
     ]
-    return subprocess.run(args, capture_output=True, text=True, timeout=120)
+    return subprocess.run(args, capture_output=True, text=True, timeout=HANG_GUARD_S)
 
 
 def test_workflow_file_matches_githubs_schema() -> None:
@@ -95,9 +96,17 @@ def answer(path: Path, sources: list[str]) -> None:
 
 
 def check_all(root: Path, summary: Path) -> subprocess.CompletedProcess[str]:
-    args = [sys.executable, "-m", "jobqueue.teaching.exercises", "check-all", "--timeout", "60"]
+    # Time limits as hang guards: a notebook takes seconds to check, even on a loaded machine.
+    args = [
+        sys.executable,
+        "-m",
+        "jobqueue.teaching.exercises",
+        "check-all",
+        "--timeout",
+        f"{HANG_GUARD_S:g}",
+    ]
     env = {**os.environ, "GITHUB_STEP_SUMMARY": str(summary)}
-    return subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=600, env=env)
+    return subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=3 * HANG_GUARD_S, env=env)
 
 
 @pytest.fixture(scope="module")

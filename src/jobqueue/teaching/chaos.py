@@ -7,15 +7,18 @@
    job (the producer, in the same process, since DuckDB lets one process open a file),
    claim one, handle it;
 2. once the life has started a seeded number of jobs, and a seeded fraction of a job's
-   work later, it kills the process with SIGKILL, wherever it is, and starts the next
-   life; the last life is not killed: it produces nothing and runs until
-   the queue is empty (jobs whose worker died come back when their lease runs out);
+   work after the start of the job it is working on, it kills the process with SIGKILL
+   and starts the next life; the last life is not killed: it produces nothing and runs
+   until the queue is empty (jobs whose worker died come back when their lease runs out);
 3. it reads the :class:`~jobqueue.testing.History` every life wrote and the effects table,
    and returns the :func:`~jobqueue.testing.check_history` report.
 
 :func:`run_chaos_postgres` is the same experiment with several worker processes at once
 on one :class:`~jobqueue.postgres.PostgresQueue`, the producer in the calling process,
-and one seeded worker at a time killed and replaced.
+and one seeded worker at a time killed and replaced. Its leases are longer
+(:data:`POSTGRES_VISIBILITY_TIMEOUT_S`): there workers run side by side, and a worker
+slowed down by a loaded machine must not lose its job to another, so that only the kills
+make jobs run twice.
 
 :func:`lab_folder` makes a folder for the lab's files in the temporary folder, removed
 when the process exits.
@@ -77,8 +80,13 @@ DESIGNS: tuple[Design, ...] = ("at-most-once", "at-least-once", "at-least-once +
 """Every design, in the order lesson 15 compares them."""
 
 VISIBILITY_TIMEOUT_S = 0.5
-"""The lease of the lab's queues, in seconds: a dead worker's job comes back this soon.
-Longer than :data:`WORK_S`, so that only a killed worker's job is handed out again."""
+"""The lease of :func:`run_chaos`'s queue, in seconds: a dead worker's job comes back this soon.
+One life runs at a time there, so a job outliving its lease is never handed to another."""
+
+POSTGRES_VISIBILITY_TIMEOUT_S = 2.0
+"""The lease of :func:`run_chaos_postgres`'s queue, in seconds: ten times :data:`WORK_S`,
+so that a worker slowed down by a loaded machine keeps its job, and only a killed worker's
+job is handed out again."""
 
 WORK_S = 0.2
 """How long the handler goes on working after it booked the effect, in seconds."""
@@ -88,11 +96,12 @@ PRODUCE_EVERY_S = 0.1
 
 KILL_AFTER_STARTS = (1, 3)
 """A life is killed once it has started this many jobs (drawn between the two, seeded),
-plus a seeded 60-90 % of :data:`WORK_S`: so the kills land while a job works, however
-fast or slow the machine is."""
+a seeded 60-90 % of :data:`WORK_S` after the start of the job it is working on: so the
+kills land while a job works, however fast or slow the machine is."""
 
-START_WAIT_S = 60.0
-"""Longest wait for a life to start its jobs before the run fails, in seconds."""
+HANG_GUARD_S = 300.0
+"""Longest wait for a life to start, to reach its kill point or to drain the queue, in
+seconds, before the run fails: far beyond a slow machine, only a hang gets there."""
 
 QUEUE_FILE = "queue.db"
 EFFECTS_FILE = "effects.db"
@@ -216,8 +225,9 @@ def run_chaos_postgres(
     ``processed_messages`` live in the database at ``url``; the histories in ``folder``.
     A producer thread of this process enqueues a job every :data:`PRODUCE_EVERY_S`
     seconds while, ``kills`` times, a seeded worker is killed with SIGKILL once its life
-    has started a seeded number of jobs and a seeded moment later, and a new life takes
-    its place. Then the producer stops and the workers run until the queue is empty.
+    has started a seeded number of jobs, booked that job's effect, and worked on it a
+    seeded moment, and a new life takes its place. Then the producer stops and the
+    workers run until the queue is empty.
 
     Args:
         url: an empty PostgreSQL database (a URL or a libpq conninfo).
@@ -242,10 +252,14 @@ def run_chaos_postgres(
 
     root = _check_run("run_chaos_postgres", design, folder, kills=kills, workers=workers)
     with (
-        PostgresQueue(url, visibility_timeout_s=VISIBILITY_TIMEOUT_S) as queue,
+        PostgresQueue(url, visibility_timeout_s=POSTGRES_VISIBILITY_TIMEOUT_S) as queue,
         psycopg.connect(url, autocommit=True) as effects,
     ):
         _create_effects_tables(effects)
+
+        def booked(job_id: str) -> bool:
+            return bool(db.fetch(effects, "SELECT count(*) FROM effects WHERE job_id = ?", [job_id])[0][0])
+
         rng = random_module.Random(seed)
         names = [f"worker-{slot}-life-00" for slot in range(workers)]
         running = [_start(postgres_life, design, url, root, name) for name in names]
@@ -255,7 +269,7 @@ def run_chaos_postgres(
         try:
             for kill in range(1, kills + 1):
                 slot = rng.randrange(workers)
-                _kill_at_work(running[slot], root / f"{names[slot]}{SUFFIX}", rng)
+                _kill_at_work(running[slot], root / f"{names[slot]}{SUFFIX}", rng, booked=booked)
                 names[slot] = f"worker-{slot}-life-{kill:02d}"
                 running[slot] = _start(postgres_life, design, url, root, names[slot])
         finally:
@@ -278,7 +292,7 @@ def postgres_life(design: Design, url: str, folder: Path, name: str, *, ready: P
     from jobqueue.postgres import PostgresQueue
 
     with (
-        PostgresQueue(url, visibility_timeout_s=VISIBILITY_TIMEOUT_S) as queue,
+        PostgresQueue(url, visibility_timeout_s=POSTGRES_VISIBILITY_TIMEOUT_S) as queue,
         psycopg.connect(url, autocommit=True) as effects,
         History(folder, name) as history,
     ):
@@ -487,13 +501,16 @@ def _start(target: Callable[..., None], *args: Any, **kwargs: Any) -> BaseProces
     send.close()
     with receive:
         try:
-            ready = receive.poll(START_WAIT_S) and receive.recv() == "ready"
+            ready = receive.poll(HANG_GUARD_S) and receive.recv() == "ready"
         except EOFError:  # it died before it was ready
             ready = False
     if not ready:
         process.kill()
         process.join()
-        raise RuntimeError(f"{target.__name__}{args} did not start (exit code {process.exitcode})")
+        raise RuntimeError(
+            f"{target.__name__}{args} did not start (exit code {process.exitcode}; the hang guard"
+            f" waits {HANG_GUARD_S:g} s)"
+        )
     return process
 
 
@@ -502,30 +519,71 @@ def _say_ready(ready: Pipe) -> None:
     ready.close()
 
 
-def _kill_at_work(process: BaseProcess, history_file: Path, rng: random_module.Random) -> None:
-    """SIGKILL ``process`` once ``history_file`` records a seeded number of started jobs.
+def _kill_at_work(
+    process: BaseProcess,
+    history_file: Path,
+    rng: random_module.Random,
+    *,
+    booked: Callable[[str], bool] | None = None,
+) -> None:
+    """SIGKILL ``process`` in the middle of a job's work, once it has started a seeded number of jobs.
 
-    The kill comes a seeded 60-90 % of :data:`WORK_S` after that start: well into the
-    handler's work, however fast or slow the machine is.
+    The kill comes a seeded 60-90 % of :data:`WORK_S` after the job started (the time of
+    the ``"started"`` line in ``history_file``) and, if ``booked`` is given, not before
+    ``booked(job_id)`` says the job's effect is committed: well into the handler's work,
+    however fast or slow the machine is. Should the job have finished by then (this
+    process was slowed down), the kill waits for the life's next job instead.
+
+    Raises:
+        RuntimeError: if the life ends by itself, or reaches no kill point within
+            :data:`HANG_GUARD_S` (a hang).
     """
     starts = rng.randint(*KILL_AFTER_STARTS)
-    deadline = time.monotonic() + START_WAIT_S
-    while not (history_file.exists() and history_file.read_bytes().count(b'"started"') >= starts):
+    fraction = rng.uniform(0.6, 0.9)
+    guard = time.monotonic() + HANG_GUARD_S
+    while True:
+        job_id = _working_on(history_file, starts)
+        if job_id is not None and (booked is None or booked(job_id)):
+            started_at = history_file.stat().st_mtime  # its last line, "started", was written then
+            time.sleep(max(0.0, started_at + fraction * WORK_S - time.time()))
+            if _working_on(history_file, starts) == job_id:  # still at work on it
+                process.kill()  # SIGKILL
+                process.join()
+                return
+            continue  # it got there first: kill it in its next job
         if not process.is_alive():
             raise RuntimeError(f"a life ended by itself with exit code {process.exitcode}")
-        if time.monotonic() > deadline:
+        if time.monotonic() > guard:
             process.kill()
             process.join()
-            raise RuntimeError(f"no {starts} started jobs in {history_file} after {START_WAIT_S:g} s")
+            raise RuntimeError(
+                f"hang guard: {history_file} shows no job at work after {starts} started"
+                f" within {HANG_GUARD_S:g} s"
+            )
         time.sleep(0.005)
-    time.sleep(rng.uniform(0.6, 0.9) * WORK_S)
-    process.kill()  # SIGKILL
-    process.join()
+
+
+def _working_on(history_file: Path, starts: int) -> str | None:
+    """The job a life is working on, if its history records ``starts`` started jobs; else ``None``.
+
+    The job is the last one started, if nothing was recorded after its start.
+    """
+    if not history_file.exists():
+        return None
+    *lines, _partial = history_file.read_bytes().split(b"\n")  # a line being written is left out
+    started = [line for line in lines if b'"started"' in line]
+    if len(started) < starts or not lines or lines[-1] != started[-1]:
+        return None
+    key: str = json.loads(started[-1])["key"]
+    return key
 
 
 def _join(process: BaseProcess) -> None:
-    """Wait for a draining life to end by itself."""
-    process.join(timeout=120)
-    if process.exitcode != 0:
+    """Wait for a draining life to end by itself (at most :data:`HANG_GUARD_S`)."""
+    process.join(timeout=HANG_GUARD_S)
+    if process.exitcode is None:
         process.kill()
+        process.join()
+        raise RuntimeError(f"hang guard: a draining life still ran after {HANG_GUARD_S:g} s")
+    if process.exitcode != 0:
         raise RuntimeError(f"a draining life ended with exit code {process.exitcode}")
