@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import ast
-import builtins
-import json
 import math
+import subprocess
+import sys
 
 import pytest
+from waiting import HANG_GUARD_S
 
 from jobqueue.teaching import capture, plain
 from jobqueue.teaching.capture import Expected
@@ -55,11 +56,20 @@ def test_a_number_that_lies_about_itself_is_read_as_the_number_it_holds() -> Non
     assert plain.encode([Liar(-1)]) == "[-1]"
 
 
-def test_patched_builtins_and_json_do_not_change_what_is_encoded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(builtins, "repr", lambda value: "0")
-    monkeypatch.setattr(builtins, "len", lambda value: 0)
-    monkeypatch.setattr(json, "dumps", lambda *args, **kwargs: "[0]")
-    assert plain.encode([-1.0, "x"]) == '[-1.0,"x"]'
+def test_patched_builtins_and_json_do_not_change_what_is_encoded() -> None:
+    # In a process of its own: patching builtins here would break pytest's own workers.
+    script = (
+        "import builtins, json\n"
+        "from jobqueue.teaching import plain\n"  # loaded first, as the kernel's start-up file is
+        "builtins.repr = lambda value: '0'\n"
+        "builtins.len = lambda value: 0\n"
+        "json.dumps = lambda *args, **kwargs: '[0]'\n"
+        "print(plain.encode([-1.0, 'x', {2: 3}]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
+    assert done.stdout.strip() == '[-1.0,"x",{"dict":[[2,3]]}]', done.stderr
 
 
 @pytest.mark.parametrize(
