@@ -25,6 +25,8 @@ lab: $(STAMP)
 # fixture. nbval runs each notebook once; conftest.py checks on that same run that it
 # reproduces the committed file byte for byte. PYTEST_WORKERS=0 runs serially;
 # PYTEST_ARGS="--durations=40" passes options to pytest. The total time is printed last.
+# --max-worker-restart=0: a crashed worker fails the run at once (xdist's replacement worker
+# left the course's scheduler waiting for the dead worker's tests, and the run hung).
 PYTEST_WORKERS ?= auto
 PYTEST_ARGS ?=
 
@@ -39,7 +41,7 @@ test-steps: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks conftest.py
 	$(BIN)/mypy
 	$(BIN)/python -m jobqueue.teaching.exercises verify
-	$(BIN)/python -m pytest tests lessons solutions --nbval --nbval-current-env -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests lessons solutions --nbval --nbval-current-env -n $(PYTEST_WORKERS) --dist loadgroup --max-worker-restart=0 $(PYTEST_ARGS)
 
 # make check EX=02_backoff : check one exercise; the last line is the PASS/FAIL verdict.
 # A FAIL verdict is an answer, not a broken command, so make itself succeeds (exit 1 of the
