@@ -67,7 +67,8 @@ def main() -> int:
     per_learner_s = serial_check_s()
     serial_s = per_learner_s * solved
     wrong = [
-        f"{g.student} {g.exercise}: {g.verdict}"
+        f"{g.student} {g.exercise}: {g.verdict}; "
+        + "; ".join([line for line in g.checks if not line.startswith("✓")][:2] + list(g.notes[:2]))
         for g in grades
         if g.verdict != ("PASS" if int(g.student.removeprefix("learner")) % 2 == 0 else "FAIL")
     ]

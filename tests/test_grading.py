@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from psycopg.conninfo import make_conninfo
 from waiting import HANG_GUARD_S
 
 from jobqueue.teaching import grading
@@ -356,3 +357,34 @@ def test_unknown_exercise_and_bad_timeout_are_refused(
     assert "no exercise named '99_nope'" in capsys.readouterr().out
     assert grading_main(["grade", str(tmp_path), *out, "--timeout", "0", "--exercise", "02_backoff"]) == 2
     assert "timeout must be a positive number of seconds, got 0.0" in capsys.readouterr().out
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.urls: list[str] = []
+
+    def with_database(self, url: str) -> None:
+        self.urls.append(url)
+
+
+def test_graded_kernels_reach_postgresql_as_a_role_that_only_makes_its_own_databases(pg_url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    sandbox = Recorder()
+    grading.learner_database(sandbox)  # type: ignore[arg-type]
+    [url] = sandbox.urls
+    with psycopg.connect(url, autocommit=True) as learner:
+        me = learner.execute(
+            "SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()
+        assert me == (grading.LEARNER_ROLE, False)
+        member = "SELECT pg_has_role(current_user, 'pg_signal_autovacuum_worker', 'MEMBER')"
+        assert learner.execute(member).fetchone() == (True,)  # DROP ... WITH (FORCE) may end autovacuum
+        database = f"grading_test_{os.getpid()}"
+        name = sql.Identifier(database)
+        learner.execute(sql.SQL("CREATE DATABASE {}").format(name))
+        with psycopg.connect(make_conninfo(url, dbname=database)):
+            learner.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(name))  # ends that session
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            learner.execute("COPY (SELECT 1) TO PROGRAM 'true'")

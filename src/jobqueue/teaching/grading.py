@@ -377,7 +377,8 @@ def run_grading(
 def learner_database(sandbox: Sandbox) -> None:
     """Let ``sandbox``'s kernels reach the course's PostgreSQL server as :data:`LEARNER_ROLE`.
 
-    The role may log in and create databases (exercise 12 makes one of its own), and is
+    The role may log in, create databases (exercise 12 makes one of its own) and end
+    autovacuum's sessions in them (so that ``DROP DATABASE ... WITH (FORCE)`` works), and is
     no superuser: a kernel cannot read or write the server's files or run programs there.
 
     Raises:
@@ -394,6 +395,11 @@ def learner_database(sandbox: Sandbox) -> None:
             exists = admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (LEARNER_ROLE,)).fetchone()
             if exists is None:
                 admin.execute(f"CREATE ROLE {LEARNER_ROLE} LOGIN CREATEDB NOSUPERUSER")
+            # DROP DATABASE ... WITH (FORCE) ends the sessions in that database, and autovacuum
+            # may have one there: without this role (PostgreSQL 18), dropping it fails at times.
+            autovacuum = "pg_signal_autovacuum_worker"
+            if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (autovacuum,)).fetchone():
+                admin.execute(f"GRANT {autovacuum} TO {LEARNER_ROLE}")
     except Exception as error:  # the server is part of the course: say why it failed
         raise GradingError(
             f"the PostgreSQL server for the exercises: {type(error).__name__}: {error}"
