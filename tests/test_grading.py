@@ -9,8 +9,9 @@ pass anyway: patched check helpers, ``json`` and ``builtins``, her own ``check``
 ``check_that``, forged results written to every descriptor she can find under ``/proc``,
 another learner's answer read from the submissions, and writes into the course folder,
 two levels above it and into the package's source. nina (a wrong answer) and zoe (the
-solutions) are graded after her and must keep their verdicts. The run is shared by the
-tests below (about a minute and a half on two cores); the time limit is short, for the loop.
+solution) of exercise 02 are graded after her and must keep their verdicts. The run is
+shared by the tests below (about 20 s on two cores); carol's endless loop is graded in a run
+of its own, with a short time limit.
 """
 
 from __future__ import annotations
@@ -173,9 +174,8 @@ def make_class(submissions: Path) -> None:
     nina = notebook("exercises", "02_backoff")
     tagged(nina, "answer")[0]["source"] = wrong["02_backoff"]
     save(nina, submissions / "nina" / "02_backoff.ipynb")
-    for name in EXERCISES:
-        (submissions / "zoe").mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / "solutions" / f"{name}.ipynb", submissions / "zoe")
+    (submissions / "zoe").mkdir()
+    shutil.copy(ROOT / "solutions" / "02_backoff.ipynb", submissions / "zoe")
 
 
 def git_status() -> str:
@@ -313,15 +313,14 @@ def test_wrong_answers_that_cheat_are_graded_wrong(run: Run) -> None:
 def test_learners_graded_after_a_cheat_keep_their_verdicts(run: Run) -> None:
     got = run.verdicts()
     assert got["nina", "02_backoff"] == ("0", "4", "FAIL")
-    for name, total in TOTALS.items():
-        assert got["zoe", name] == (str(total), str(total), "PASS")
+    assert got["zoe", "02_backoff"] == ("4", "4", "PASS")
 
 
 def test_nothing_of_the_teacher_changed_and_no_traceback_shown(run: Run) -> None:
     for path in PWNED:
         assert not path.exists(), path
     assert run.source_after == run.source_before  # the package's source, byte for byte
-    assert run.course_after == run.course_before  # git status of the course folder
+    assert run.course_after == run.course_before  # git status of the course folder's files
     assert digest(run.submissions) == run.before
     assert "Traceback" not in run.stderr and "Error" not in run.stderr, run.stderr
 
