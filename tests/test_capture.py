@@ -94,18 +94,19 @@ def test_a_list_that_holds_itself_is_refused() -> None:
         plain.encode(looped)
 
 
-def test_check_calls_are_sent_to_the_runs_capture_functions_inside_a_guard() -> None:
+def test_check_calls_go_to_the_cells_own_capture_functions_without_the_expected_value() -> None:
     source = 'x = f(1)\ncheck("one", x, 2)\nfor n in range(2):\n    check_that(f"n{n}", n < 5, "big")\n'
     rewritten = capture.rewrite_check_cell(source, "abc123")
     tree = ast.parse(rewritten)
-    assert isinstance(tree.body[0], ast.Try)
-    called = {
-        node.func.id
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-    }
-    made = {"_jq_abc123_check", "_jq_abc123_check_that", "_jq_abc123_raised", "_jq_abc123_plain"}
-    assert called == {"f", "range", *made}
+    guard = tree.body[-1]
+    assert isinstance(guard, ast.Try)  # the cell's own statements, guarded
+    calls = [
+        node for node in ast.walk(guard) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    ]
+    assert {call.func.id for call in calls} >= {"f", "range", "_abc123_check", "_abc123_check_that"}
+    [check] = [call for call in calls if call.func.id == "_abc123_check"]  # type: ignore[attr-defined]
+    assert len(check.args) == 2  # label and value: the expected 2 stays with the checker
+    assert isinstance(tree.body[0], ast.FunctionDef) and tree.body[0].name == "_abc123_setup"
 
 
 def record(label: str, value: object, kind: str = "check") -> dict[str, object]:
@@ -185,13 +186,12 @@ def run_rewritten(source: str, names: dict[str, object]) -> list[tuple[str, obje
     def raised(error: BaseException) -> None:
         made.append(("raised", repr(error)))
 
-    namespace = {
-        "_jq_n_check_that": check_that,
-        "_jq_n_plain": plain.normalize,
-        "_jq_n_raised": raised,
-        **names,
-    }
-    exec(capture.rewrite_check_cell(source, "n"), namespace)
+    rewritten = capture.rewrite_check_cell(source, "n")
+    setup = "_n_check, _n_check_that, _n_raised, _n_plain = _n_setup()"
+    assert setup in rewritten
+    # This test's recorders stand in for the functions the cell builds; the rest runs as written.
+    namespace = {"_n_setup": lambda: (None, check_that, raised, plain.normalize), **names}
+    exec(rewritten[rewritten.index(setup) :], namespace)
     return made
 
 

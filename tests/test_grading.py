@@ -52,6 +52,9 @@ import jobqueue.teaching.checks as checks
 from pathlib import Path
 
 checks.same = lambda *a, **k: True
+for name, value in list(globals().items()):  # the checker's functions, if they were lying around
+    if callable(value) and name.endswith(("_check", "_check_that")):
+        globals()[name] = (lambda label, got, expected=None: None)
 def check(label, got, expected):
     checks.record(checks.Verdict(label, True, checks.show(expected), value=checks._plain(expected)))
 def check_that(label, ok, explain=""):
@@ -171,6 +174,9 @@ def make_class(submissions: Path) -> None:
             }
         )
         save(cheat, submissions / "mallory" / f"{name}.ipynb")
+    linked = submissions / "nina" / "03_job_queue.ipynb"  # a link to a solution is no hand-in
+    linked.parent.mkdir(parents=True)
+    linked.symlink_to(ROOT / "solutions" / "03_job_queue.ipynb")
     nina = notebook("exercises", "02_backoff")
     tagged(nina, "answer")[0]["source"] = wrong["02_backoff"]
     save(nina, submissions / "nina" / "02_backoff.ipynb")
@@ -179,10 +185,8 @@ def make_class(submissions: Path) -> None:
 
 
 def git_status() -> str:
-    done = subprocess.run(
-        ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    return done.stdout
+    command = ["git", "status", "--porcelain", "--untracked-files=no"]  # lesson 10 makes a file a while
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True).stdout
 
 
 def digest(folder: Path) -> dict[str, str]:
@@ -313,6 +317,11 @@ def test_wrong_answers_that_cheat_are_graded_wrong(run: Run) -> None:
 def test_learners_graded_after_a_cheat_keep_their_verdicts(run: Run) -> None:
     got = run.verdicts()
     assert got["nina", "02_backoff"] == ("0", "4", "FAIL")
+    assert got["nina", "03_job_queue"] == (
+        "0",
+        "5",
+        "ERROR: 03_job_queue.ipynb is a link, not a notebook handed in",
+    )
     assert got["zoe", "02_backoff"] == ("4", "4", "PASS")
 
 

@@ -4,12 +4,13 @@ An exercise's check cells call ``check(label, got, expected)`` and ``check_that(
 explain)``. In the learner's notebook those functions (:mod:`jobqueue.teaching.checks`)
 show ✓ or ✗ at once, but a kernel runs the learner's code, so nothing it decides is
 trusted. When an exercise is checked (``make check``, ``make grade``), each check cell is
-rewritten before it runs (:func:`rewrite_check_cell`): its ``check``/``check_that`` calls
-go to two functions with a name that is new in every run, defined by a start-up file
-that IPython runs before any cell (:func:`startup_source`). They only turn the value into
-plain data (:mod:`jobqueue.teaching.plain`, which keeps its own references to the
-built-ins) and display it, tagged with the run's nonce. A learner's own ``check``,
-a patched ``checks.same``, ``builtins`` or :mod:`json` are never called.
+rewritten before it runs (:func:`rewrite_check_cell`): it starts by building capture
+functions of its own, from code written into the cell (the plain-data code of
+:mod:`jobqueue.teaching.plain` and a few lines more), under a name new for every cell, and
+its ``check``/``check_that`` calls go to them. They only turn the value into plain data and
+display it, tagged with the cell's nonce; the expected value never reaches the kernel. A
+learner's own ``check``, a patched ``checks.same`` or :mod:`json`, or functions put in the
+kernel's namespace before the cell are never called.
 
 The checker then reads those records (:func:`captured`) and compares each value with the
 value the same check recorded when the solution ran (stored in the solution notebook's
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import secrets
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,71 +40,66 @@ EXPLAIN_CHARS = 300
 """Longest explanation of a failed ``check_that`` kept, in characters."""
 
 _KERNEL_SIDE = """
-def _jq_install(shell, nonce, plain_source):
-    names = {"__name__": "jobqueue_capture_plain"}
-    exec(compile(plain_source, "<jobqueue plain data>", "exec"), names)
-    encode, not_plain = names["encode"], names["NotPlainError"]
-    publish = shell.display_pub.publish
-    key = %(key)r
-    type_name = names["_NAME"]
-    kind_of = names["_type"]
-
-    def emit(record):
-        record["nonce"] = nonce
-        publish({"text/plain": ""}, {key: record})
-
-    def as_data(value):
-        try:
-            return {"value": encode(value)}
-        except not_plain as error:
-            return {"error": error.args[0]}
-        except Exception as error:
-            return {"error": "the value could not be read: " + type_name(kind_of(error))}
-
-    def check(label, got, expected=None):
-        emit({"label": as_data(label).get("value", '""'), "kind": "check", **as_data(got)})
-
-    def check_that(label, ok, explain=""):
-        try:
-            ok = ok()  # the condition, its comparisons made on plain copies of their operands
-        except not_plain as error:
-            emit({"label": as_data(label).get("value", '""'), "kind": "check_that", "error": error.args[0]})
-            return
-        explained = as_data(explain)
-        emit({"label": as_data(label).get("value", '""'), "kind": "check_that", **as_data(ok),
-              "explain": explained.get("value", '""')})
-
-    def raised(error):
-        text = ""
-        missing = None
-        try:
-            from jobqueue.teaching.checks import error_text
-            text = error_text(error)
-            missing = error.name if isinstance(error, NameError) else None
-        except Exception:
-            text = type_name(kind_of(error))
-        emit({"raised": as_data(text).get("value", '""'), "missing_name": as_data(missing).get("value")})
-
-    shell.user_ns["_jq_%(nonce)s_check"] = check
-    shell.user_ns["_jq_%(nonce)s_check_that"] = check_that
-    shell.user_ns["_jq_%(nonce)s_raised"] = raised
-    shell.user_ns["_jq_%(nonce)s_plain"] = names["normalize"]
+def check(label, got):
+    emit({"label": as_data(label).get("value", '""'), "kind": "check", **as_data(got)})
 
 
-_jq_install(get_ipython(), %(nonce)r, %(plain)r)
-del _jq_install
+def check_that(label, ok, explain=""):
+    try:
+        ok = ok()  # the condition, its comparisons made on plain copies of their operands
+    except NotPlainError as error:
+        emit({"label": as_data(label).get("value", '""'), "kind": "check_that", "error": error.args[0]})
+        return
+    emit({"label": as_data(label).get("value", '""'), "kind": "check_that", **as_data(ok),
+          "explain": as_data(explain).get("value", '""')})
+
+
+def raised(error):
+    try:
+        from jobqueue.teaching.checks import error_text
+        text = error_text(error)
+        missing = error.name if isinstance(error, NameError) else None
+    except Exception:
+        text, missing = _NAME(_type(error)), None
+    emit({"raised": as_data(text).get("value", '""'), "missing_name": as_data(missing).get("value")})
+
+
+def emit(record):
+    record["nonce"] = NONCE
+    publish({"text/plain": ""}, {KEY: record})
+
+
+def as_data(value):
+    try:
+        return {"value": encode(value)}
+    except NotPlainError as error:
+        return {"error": error.args[0]}
+    except Exception as error:
+        return {"error": "the value could not be read: " + _NAME(_type(error))}
+
+
+publish = get_ipython().display_pub.publish
+return check, check_that, raised, normalize
 """
 
 
 def new_nonce() -> str:
-    """A fresh name part for one run's capture functions (16 hex digits)."""
-    return secrets.token_hex(8)
+    """A fresh name part for one cell's capture functions (``c`` and 16 hex digits)."""
+    return "c" + secrets.token_hex(8)
 
 
-def startup_source(nonce: str) -> str:
-    """The IPython start-up file that defines this run's capture functions in the kernel."""
-    source = Path(plain.__file__).read_text(encoding="utf-8")
-    return _KERNEL_SIDE % {"key": CAPTURE_KEY, "nonce": nonce, "plain": source}
+def _setup_source(nonce: str) -> str:
+    """A function that builds one cell's capture functions from nothing the learner's code touched.
+
+    The plain-data code (:mod:`jobqueue.teaching.plain`) and the capture functions are
+    written into the check cell itself, inside a function, so they are made fresh as the
+    cell starts: nothing defined before it (by the learner's cells) is theirs to replace.
+    """
+    module = Path(plain.__file__).read_text(encoding="utf-8")
+    kept = [line for line in module.splitlines() if not line.startswith(("from __future__", "from typing"))]
+    kernel = _KERNEL_SIDE.replace("NONCE", repr(nonce)).replace("KEY", repr(CAPTURE_KEY))
+    inner = textwrap.indent("\n".join(kept) + "\n" + kernel, "    ")
+    return f"def _{nonce}_setup():\n{inner}\n"
 
 
 class _PlainOperands(ast.NodeTransformer):
@@ -112,7 +109,7 @@ class _PlainOperands(ast.NodeTransformer):
         self.nonce = nonce
 
     def wrap(self, node: ast.expr) -> ast.expr:
-        call = ast.Call(ast.Name(f"_jq_{self.nonce}_plain", ast.Load()), [node], [])
+        call = ast.Call(ast.Name(f"_{self.nonce}_plain", ast.Load()), [node], [])
         return ast.copy_location(call, node)
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:  # the ast visitor's naming
@@ -134,7 +131,10 @@ class _Redirect(ast.NodeTransformer):
             if node.func.id == "check_that" and len(node.args) >= 2:
                 condition = _PlainOperands(self.nonce).visit(node.args[1])
                 node.args[1] = ast.copy_location(ast.Lambda(_NO_ARGUMENTS, condition), condition)
-            node.func = ast.copy_location(ast.Name(f"_jq_{self.nonce}_{node.func.id}", ast.Load()), node.func)
+            else:
+                node.args = node.args[:2]  # the expected value never reaches the kernel
+                node.keywords = [k for k in node.keywords if k.arg != "expected"]
+            node.func = ast.copy_location(ast.Name(f"_{self.nonce}_{node.func.id}", ast.Load()), node.func)
         return node
 
 
@@ -142,22 +142,31 @@ _NO_ARGUMENTS = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_default
 
 
 def rewrite_check_cell(source: str, nonce: str) -> str:
-    """``source`` with its ``check``/``check_that`` calls sent to the run's capture functions.
+    """``source`` with its ``check``/``check_that`` calls sent to this cell's capture functions.
 
-    A ``check_that``'s condition is passed as a function, and each comparison in it is made
-    on plain copies of its operands (:func:`jobqueue.teaching.plain.normalize`), so that an
-    object of the learner's own that claims to be smaller or equal is a wrong answer, not a
-    pass. The cell runs inside ``try``: an exception is captured as a record (the checks not yet
-    made then fail with it) instead of stopping the cell.
+    The cell first builds its own capture functions (:func:`_setup_source`), named with
+    ``nonce``, which is new for every cell: the learner's earlier cells cannot know or
+    replace them. ``check`` gets the label and the value only: the expected value stays
+    with the checker. A ``check_that``'s condition is passed as a function, and each
+    comparison in it is made on plain copies of its operands
+    (:func:`jobqueue.teaching.plain.normalize`), so that an object of the learner's own that
+    claims to be smaller or equal is a wrong answer, not a pass. The cell runs inside
+    ``try``: an exception is captured as a record (the checks not yet made then fail with
+    it) instead of stopping the cell; the capture functions are deleted at its end.
 
     Raises:
         SyntaxError: if ``source`` is not Python (check cells come from the solution).
     """
+    names = [f"_{nonce}_{part}" for part in ("check", "check_that", "raised", "plain")]
     tree = _Redirect(nonce).visit(ast.parse(source))
     wrapper = ast.parse(
-        f"try:\n    pass\nexcept Exception as _jq_error:\n    _jq_{nonce}_raised(_jq_error)\n"
+        _setup_source(nonce)
+        + f"{', '.join(names)} = _{nonce}_setup()\n"
+        + f"del _{nonce}_setup\n"
+        + f"try:\n    pass\nexcept Exception as _{nonce}_error:\n    _{nonce}_raised(_{nonce}_error)\n"
+        + f"finally:\n    del {', '.join(names)}\n"
     )
-    guard = wrapper.body[0]
+    guard = wrapper.body[-1]
     assert isinstance(guard, ast.Try)
     guard.body = tree.body or [ast.Pass()]
     return ast.unparse(ast.fix_missing_locations(wrapper))

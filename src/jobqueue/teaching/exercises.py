@@ -255,15 +255,13 @@ def execute_all(
     nb: NotebookNode,
     folder: Path,
     *,
-    nonce: str | None = None,
     sandbox: Sandbox | None = None,
     uid: int | None = None,
 ) -> NotebookNode:
     """Run every cell of ``nb`` in a fresh kernel in ``folder``, going on past errors.
 
-    The kernel runs IPython start-up files that cap each cell's output
-    (:mod:`jobqueue.teaching.output_cap`) and, given a ``nonce``, define the run's capture
-    functions (:mod:`jobqueue.teaching.capture`). It talks to this process over sockets in
+    The kernel runs an IPython start-up file that caps each cell's output
+    (:mod:`jobqueue.teaching.output_cap`). It talks to this process over sockets in
     ``folder``, and starts inside ``sandbox`` when one is given (see
     :mod:`jobqueue.teaching.sandbox`).
     """
@@ -271,8 +269,6 @@ def execute_all(
     startup = ipython_dir / "profile_default" / "startup"
     startup.mkdir(parents=True)
     (startup / "00-output-cap.py").write_text(output_cap.STARTUP, encoding="utf-8")
-    if nonce is not None:
-        (startup / "01-capture.py").write_text(capture.startup_source(nonce), encoding="utf-8")
     client = NotebookClient(
         nb,
         kernel_manager_class=kernel_manager(folder, ipython_dir, sandbox, uid),
@@ -322,8 +318,7 @@ def run_checks(
     Each check cell runs rewritten (:func:`jobqueue.teaching.capture.rewrite_check_cell`):
     the kernel only hands back the values as plain data, and each is compared here with
     the value the same check recorded when the solution ran (the check cells' stored
-    outputs in ``nb``). Whatever the learner's code changes in the kernel, it decides no
-    verdict.
+    outputs in ``nb``). The kernel hands back values; the verdicts are made here.
 
     Args:
         nb: the merged exercise: pristine cells with expected outputs, the learner's answers.
@@ -338,14 +333,15 @@ def run_checks(
     expected = {cell.id: copy.deepcopy(cell.outputs) for cell in nb.cells if cell.cell_type == "code"}
     code_cells = [cell for cell in nb.cells if cell.cell_type == "code"]
     syntax = {cell.id: problem for cell in code_cells if (problem := syntax_problem(cell)) is not None}
-    nonce = capture.new_nonce()
     wanted = {}
+    nonces = {}
     for cell in code_cells:
         if _is_check(cell):
             wanted[cell.id] = capture.expected_checks(cell.outputs)
-            cell.source = capture.rewrite_check_cell(_python_source(cell.source), nonce)
+            nonces[cell.id] = capture.new_nonce()
+            cell.source = capture.rewrite_check_cell(_python_source(cell.source), nonces[cell.id])
     with tempfile.TemporaryDirectory(prefix="jq-check-") as tmp:
-        execute_all(nb, Path(tmp), nonce=nonce, sandbox=sandbox, uid=uid)
+        execute_all(nb, Path(tmp), sandbox=sandbox, uid=uid)
     namer = _Namer(code_cells, definitions or {}, stray)
     problems: list[str] = []
     printed: list[str] = []
@@ -359,7 +355,7 @@ def run_checks(
             text = f"{_describe(cell)}: {error.ename}: {error.evalue}"
             problems.append(text + namer.hint(_missing_name(error.ename, error.evalue), cell))
         if _is_check(cell):
-            verdicts = capture.judge_cell(wanted[cell.id], capture.captured(cell.outputs, nonce))
+            verdicts = capture.judge_cell(wanted[cell.id], capture.captured(cell.outputs, nonces[cell.id]))
             problems += [
                 f"{v.label}: {v.detail}" + namer.hint(v.missing_name, cell) for v in verdicts if not v.passed
             ]

@@ -178,6 +178,8 @@ def grade(
     """
     path = folder / f"{exercise.name}.ipynb"
     row = functools.partial(Grade, student=student, exercise=exercise.name, total=exercise.total)
+    if path.is_symlink() or folder.is_symlink():  # a link could hand in another's work, or a solution
+        return row(passed=0, verdict=f"ERROR: {path.name} is a link, not a notebook handed in")
     if not path.is_file():
         return row(passed=0, verdict=f"ERROR: no {path.name} handed in")
     try:

@@ -6,9 +6,10 @@ modules loaded) with a limit on the size of files it writes and a temporary fold
 this process removes, a kernel started in the grader's :class:`~jobqueue.teaching.sandbox.Sandbox`
 (its own folder, user id, file system view and process list, as the machine allows), each
 cell's output capped inside the kernel (:mod:`jobqueue.teaching.output_cap`), and a time
-limit after which the process and its kernel are killed. The result comes back through a
-pipe that the kernel cannot reach: it does not inherit it, and in a sandbox it can see
-neither this process nor its descriptors under ``/proc``.
+limit after which the process and its kernel are killed (outside bubblewrap, a process the
+kernel detaches with ``setsid`` survives). The result comes back through a pipe the kernel
+does not inherit: in bubblewrap it cannot see this process at all, as another user id it
+cannot open its descriptors under ``/proc``; in mode ``none`` it could.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ plain data, and the checker compares it with the expected value in its own proce
 ``str`` and lists (or tuples) and dicts of them; :func:`encode` writes it as JSON text,
 a dict as ``{"dict": [[key, value], ...]}`` so that keys keep their type (``{7: 204}``).
 
-:func:`encode` runs inside the learner's kernel, so it trusts nothing the learner can
-change: it keeps its own references to the built-in functions it uses (taken when the
-module is loaded, before any learner code runs), reads numbers and strings through the
+:func:`encode` runs inside the learner's kernel, written into each check cell (see
+:mod:`jobqueue.teaching.capture`): it takes every primitive it uses from literals (``(0).__class__``),
+not from built-in names a learner may have rebound, reads numbers and strings through the
 built-in types' own methods (an ``int`` subclass that lies in ``__repr__`` or ``__eq__``
 is written as the number it holds), and calls no function of :mod:`json` or any other module.
 :func:`decode` runs in the checker.
@@ -28,17 +28,25 @@ MAX_CHARS = 50_000
 MAX_DEPTH = 50
 """Deepest nesting of lists and dicts accepted (a list that holds itself is refused)."""
 
-_type = type
-_len = len
-_ord = ord
-_NONE = _type(None)
-_BOOL = _type(True)
-_INT = _type(0)
-_FLOAT = _type(0.0)
-_STR = _type("")
-_LIST: Any = _type([])
-_TUPLE: Any = _type(())
-_DICT: Any = _type({})
+# Every primitive comes from a literal, none from a built-in name a learner could rebind.
+_type = (0).__class__.__class__
+_NONE = None.__class__
+_BOOL = True.__class__
+_INT = (0).__class__
+_FLOAT = (0.0).__class__
+_STR = "".__class__
+_LIST: Any = [].__class__
+_TUPLE: Any = ().__class__
+_DICT: Any = {}.__class__
+_len = _STR.__len__
+_ENCODE = _STR.encode
+_FROM_BYTES = _INT.from_bytes
+
+
+def _ord(char: str) -> int:
+    return _FROM_BYTES(_ENCODE(char, "utf-32-le"), "little")
+
+
 _MRO = _type.__dict__["__mro__"].__get__
 _NAME = _type.__dict__["__name__"].__get__
 _INT_COPY: Any = _INT.__pos__

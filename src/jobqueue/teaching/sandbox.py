@@ -48,7 +48,7 @@ from jupyter_client.manager import AsyncKernelManager
 import jobqueue
 
 FIRST_UID = 62000
-"""First user id given to a kernel when the grader runs as root (ids are not reused within a run)."""
+"""First user id given to a kernel when the grader runs as root (reused after :data:`UIDS` kernels)."""
 
 UIDS = 2000
 """How many user ids kernels take turns with, from :data:`FIRST_UID`."""
