@@ -457,7 +457,8 @@ async def _a_runner_reconnects_after_its_connection_was_killed(pg_conninfo: str)
         runner = Runner(worker, poll_s=0.2, log=lines.append)
         running = asyncio.create_task(runner.run())
         producer.enqueue(RENDER_INVOICE, invoice(1))
-        await wait_until_async(lambda: done, "the first job")
+        # Its ack committed (not only its start): a kill before the ack would lose the ack.
+        await wait_until_async(lambda: [e.outcome for e in worker.events] == ["done"], "the first job's ack")
         terminate_backends(pg_conninfo)  # the runner's connections and the producer's
         # The runner meets the dead connection, logs it naming the server, waits, and tries again.
         await wait_until_async(

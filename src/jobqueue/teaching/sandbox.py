@@ -92,6 +92,11 @@ class _Launcher(AsyncKernelManager):
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         kw["env"] = dict(self.jq_env)
+        # What the kernel process itself prints (not its cells' output, which comes as
+        # messages) is noise on the checker's terminal, such as libzmq's assertion
+        # "pfd.revents & POLLIN" when a loaded machine stops a kernel.
+        kw.setdefault("stdout", subprocess.DEVNULL)
+        kw.setdefault("stderr", subprocess.DEVNULL)
         result: tuple[list[str], dict[str, Any]] = await super()._async_pre_start_kernel(**kw)
         return result
 
