@@ -23,6 +23,7 @@ a one-line reason.
 from __future__ import annotations
 
 import ast
+import functools
 import secrets
 import textwrap
 from collections.abc import Sequence
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from jobqueue.teaching import plain
-from jobqueue.teaching.checks import CHECK_FUNCTIONS, Verdict, same, show
+from jobqueue.teaching.checks import CHECK_FUNCTIONS, VERDICT_KEY, Verdict, same, show
 
 CAPTURE_KEY = "jobqueue.capture"
 """Key of the output metadata that holds one captured record."""
@@ -88,6 +89,14 @@ def new_nonce() -> str:
     return "c" + secrets.token_hex(8)
 
 
+@functools.cache
+def _plain_source() -> str:
+    """The plain-data module's code, read once, without the lines that only work at module level."""
+    module = Path(plain.__file__).read_text(encoding="utf-8")
+    module_level = ("from __future__", "from typing")
+    return "\n".join(line for line in module.splitlines() if not line.startswith(module_level))
+
+
 def _setup_source(nonce: str) -> str:
     """A function that builds one cell's capture functions from nothing the learner's code touched.
 
@@ -95,10 +104,8 @@ def _setup_source(nonce: str) -> str:
     written into the check cell itself, inside a function, so they are made fresh as the
     cell starts: nothing defined before it (by the learner's cells) is theirs to replace.
     """
-    module = Path(plain.__file__).read_text(encoding="utf-8")
-    kept = [line for line in module.splitlines() if not line.startswith(("from __future__", "from typing"))]
     kernel = _KERNEL_SIDE.replace("NONCE", repr(nonce)).replace("KEY", repr(CAPTURE_KEY))
-    inner = textwrap.indent("\n".join(kept) + "\n" + kernel, "    ")
+    inner = textwrap.indent(_plain_source() + "\n" + kernel, "    ")
     return f"def _{nonce}_setup():\n{inner}\n"
 
 
@@ -183,8 +190,6 @@ class Expected:
 
 def expected_checks(outputs: Sequence[Any]) -> list[Expected]:
     """The checks a check cell made when the solution ran, from its stored outputs."""
-    from jobqueue.teaching.checks import VERDICT_KEY
-
     found = []
     for out in outputs:
         record = out.get("metadata", {}).get(VERDICT_KEY)
