@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import math
 import subprocess
 import sys
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from waiting import HANG_GUARD_S
@@ -103,32 +106,87 @@ def test_check_calls_go_to_the_cells_own_capture_functions_without_the_expected_
     calls = [
         node for node in ast.walk(guard) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     ]
-    assert {call.func.id for call in calls} >= {"f", "range", "_abc123_check", "_abc123_check_that"}
+    assert {call.func.id for call in calls} >= {"f", "_abc123_check", "_abc123_check_that", "_abc123_operand"}
+    assert "range" not in {call.func.id for call in calls}  # the cell's own range, not the kernel's
     [check] = [call for call in calls if call.func.id == "_abc123_check"]  # type: ignore[attr-defined]
     assert len(check.args) == 2  # label and value: the expected 2 stays with the checker
+    [check_that] = [call for call in calls if call.func.id == "_abc123_check_that"]  # type: ignore[attr-defined]
+    assert isinstance(check_that.args[1], ast.Lambda)  # the condition is evaluated by the checker
+    assert ast.literal_eval(check_that.args[3]) == 0  # its number in the cell
     assert isinstance(tree.body[0], ast.FunctionDef) and tree.body[0].name == "_abc123_setup"
 
 
 def record(label: str, value: object, kind: str = "check") -> dict[str, object]:
+    if kind == "check_that":  # ``value`` is the list of operands the kernel met
+        operands = [plain.encode(v) for v in value]  # type: ignore[attr-defined]
+        return {"label": plain.encode(label), "kind": kind, "condition": 0, "operands": operands}
     return {"label": plain.encode(label), "kind": kind, "value": plain.encode(value)}
 
 
 EXPECTED = [Expected("sum", "check", plain.encode([1.0, 2.0])), Expected("small", "check_that", "true")]
+CONDITIONS = capture.conditions('check("sum", s)\ncheck_that("small", x <= 3, "too big")\n')
+
+
+def judge_cell(records: list[dict[str, object]]) -> list[capture.Verdict]:
+    return capture.judge_cell(EXPECTED, records, CONDITIONS)
 
 
 def test_values_are_judged_against_the_solutions_values() -> None:
-    right = capture.judge_cell(EXPECTED, [record("sum", [1, 2]), record("small", True, "check_that")])
+    right = judge_cell([record("sum", [1, 2]), record("small", [2, 3], "check_that")])
     assert [(v.passed, v.detail) for v in right] == [(True, "[1, 2]"), (True, "")]
-    wrong = capture.judge_cell(EXPECTED, [record("sum", [1, 3]), record("small", 1, "check_that")])
+    wrong = judge_cell([record("sum", [1, 3]), record("small", [4, 3], "check_that")])
     assert [(v.passed, v.detail) for v in wrong] == [
         (False, "expected [1, 2], got [1, 3]"),
         (False, "the condition does not hold"),
     ]
 
 
+def test_the_checker_evaluates_a_condition_so_a_kernel_that_says_true_is_not_believed() -> None:
+    claims_true = {"label": plain.encode("small"), "kind": "check_that", "value": "true", "condition": 0}
+    [_, verdict] = judge_cell([record("sum", [1, 2]), claims_true])
+    assert (verdict.passed, verdict.detail) == (
+        False,
+        "wrong answer: the kernel did not report the condition's values",
+    )
+    for operands in ([], [2], [2, 3, 4]):
+        [_, verdict] = judge_cell([record("sum", [1, 2]), record("small", operands, "check_that")])
+        assert not verdict.passed and "values than the condition uses" in verdict.detail
+    [_, verdict] = judge_cell(
+        [record("sum", [1, 2]), {**record("small", [2, 3], "check_that"), "condition": 5}]
+    )
+    assert not verdict.passed
+
+
+@pytest.mark.parametrize(
+    ("condition", "operands", "holds"),
+    [
+        ("a is not None and 5 <= a <= b - 5", [10, None, 5, 10, 10], True),
+        ("a is not None and 5 <= a <= b - 5", [10, None, 5, 10, 4], False),
+        ("a is not None and 5 <= a <= b - 5", [None, None], False),  # stopped at the first test
+        ("a <= 0.5 < b", [0.4, 0.5, 0.6], True),
+        ("a <= 0.5 < b", [0.6, 0.5], False),  # a chain stops at its first false link
+        ("not a or b in c", [True, 2, [1, 2]], True),
+        ("len(xs) > 0", [0, 0], False),
+        ("flag", [1], True),
+        ("a is b", [[], []], False),  # lists have no identity once they are data
+    ],
+)
+def test_a_condition_is_evaluated_on_the_reported_operands(
+    condition: str, operands: list[object], holds: bool
+) -> None:
+    [node] = capture.conditions(f"check_that('c', {condition}, '')")
+    assert capture.holds(node, operands) is holds
+
+
+def test_operands_that_cannot_be_compared_are_a_wrong_answer() -> None:
+    [node] = capture.conditions("check_that('c', a <= 5, '')")
+    with pytest.raises(plain.NotPlainError, match="could not be compared"):
+        capture.holds(node, [None, 5])
+
+
 def test_a_value_that_is_not_plain_data_is_a_wrong_answer() -> None:
     bad = {"label": plain.encode("sum"), "kind": "check", "error": "the value is of type Job, not plain data"}
-    [verdict, _] = capture.judge_cell(EXPECTED, [bad, record("small", True, "check_that")])
+    [verdict, _] = judge_cell([bad, record("small", [1, 3], "check_that")])
     assert (verdict.passed, verdict.detail) == (
         False,
         "wrong answer: the value is of type Job, not plain data",
@@ -136,11 +194,11 @@ def test_a_value_that_is_not_plain_data_is_a_wrong_answer() -> None:
 
 
 def test_a_kernel_that_reports_more_values_than_checks_fails_the_cell() -> None:
-    forged = [record("sum", [1, 2]), record("sum", [1, 2]), record("small", True, "check_that")]
-    verdicts = capture.judge_cell(EXPECTED, forged)
+    forged = [record("sum", [1, 2]), record("sum", [1, 2]), record("small", [1, 3], "check_that")]
+    verdicts = judge_cell(forged)
     assert [v.passed for v in verdicts] == [False, False]
     assert "reported 3 values for the cell's 2 checks" in verdicts[0].detail
-    unknown = capture.judge_cell(EXPECTED, [record("something else", 1)])
+    unknown = judge_cell([record("something else", 1)])
     assert not any(v.passed for v in unknown)
 
 
@@ -174,36 +232,85 @@ class Sneaky(int):
     __hash__ = int.__hash__
 
 
-def run_rewritten(source: str, names: dict[str, object]) -> list[tuple[str, object]]:
-    made: list[tuple[str, object]] = []
+class Publisher:
+    """Stands in for IPython's display publisher: keeps what a check cell displays."""
 
-    def check_that(label: str, ok: object, explain: str = "") -> None:
-        try:
-            made.append((label, ok()))  # type: ignore[operator]
-        except plain.NotPlainError as error:
-            made.append((label, str(error)))
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
 
-    def raised(error: BaseException) -> None:
-        made.append(("raised", repr(error)))
+    def publish(self, data: object, metadata: dict[str, Any]) -> None:
+        self.records.append(metadata[capture.CAPTURE_KEY])
 
-    rewritten = capture.rewrite_check_cell(source, "n")
-    setup = "_n_check, _n_check_that, _n_raised, _n_plain = _n_setup()"
-    assert setup in rewritten
-    # This test's recorders stand in for the functions the cell builds; the rest runs as written.
-    namespace = {"_n_setup": lambda: (None, check_that, raised, plain.normalize), **names}
-    exec(rewritten[rewritten.index(setup) :], namespace)
+
+def run_cell(source: str, names: dict[str, object], patched: dict[str, object] | None = None) -> list[object]:
+    """Run a check cell as the checker rewrites it; each check's verdict, made as the checker makes it.
+
+    ``patched`` replaces built-ins in the cell's namespace, as a learner's earlier cell could.
+    """
+    publisher = Publisher()
+    shell = SimpleNamespace(display_pub=publisher)
+    kernel_builtins = {**vars(builtins), **(patched or {})}
+    namespace = {"__builtins__": kernel_builtins, "get_ipython": lambda: shell, **names, **(patched or {})}
+    exec(capture.rewrite_check_cell(source, "n"), namespace)
+    conditions = capture.conditions(source)
+    made: list[object] = []
+    for record in publisher.records:
+        if "raised" in record:
+            made.append(plain.decode(record["raised"]))
+        elif "error" in record:
+            made.append(record["error"])
+        elif record["kind"] == "check":
+            made.append(plain.decode(record["value"]))
+        else:
+            operands = [plain.decode(text) for text in record["operands"]]
+            made.append(capture.holds(conditions[record["condition"]], operands))
     return made
 
 
 def test_a_check_that_compares_plain_copies_so_a_sneaky_number_is_judged_by_its_value() -> None:
     source = 'check_that("by t=30", schedule[-1] <= 30, "late")\ncheck_that("none", x is None, "")\n'
-    assert run_rewritten(source, {"schedule": [Sneaky(99)], "x": None}) == [
-        ("by t=30", False),
-        ("none", True),
-    ]
-    assert run_rewritten(source, {"schedule": [Sneaky(29)], "x": 1}) == [("by t=30", True), ("none", False)]
-    [(_, reason), _] = run_rewritten(source, {"schedule": [object()], "x": None})
-    assert reason.startswith("the value is of type object, not plain data")
+    assert run_cell(source, {"schedule": [Sneaky(99)], "x": None}) == [False, True]
+    assert run_cell(source, {"schedule": [Sneaky(29)], "x": 1}) == [True, False]
+    [reason, _] = run_cell(source, {"schedule": [object()], "x": None})
+    assert str(reason).startswith("the value is of type object, not plain data")
+
+
+def test_built_ins_the_learner_rebound_do_not_change_what_a_check_cell_computes() -> None:
+    source = (
+        "total = sum(x for x in range(4))\n"
+        'check("sum", [total, len(xs), float(1), str(2), list((3,)), type(xs).__name__])\n'
+        'check_that("short", len(xs) <= 2, "")\n'
+    )
+    names: dict[str, object] = {"xs": [1, 2, 3]}
+    honest = [[6, 3, 1.0, "2", [3], "list"], False]
+    assert run_cell(source, names) == honest
+    lies = {
+        name: (lambda *args, **kwargs: 0) for name in ("sum", "len", "range", "float", "str", "list", "type")
+    }
+    assert run_cell(source, names, lies) == honest
+
+
+def test_every_built_in_a_solution_check_cell_reads_is_one_the_checker_supplies() -> None:
+    import json
+    from pathlib import Path
+
+    from jobqueue.teaching.checks import CHECK_FUNCTIONS
+
+    used = set()
+    for solution in sorted(Path(__file__).parents[1].glob("solutions/*.ipynb")):
+        for cell in json.loads(solution.read_text(encoding="utf-8"))["cells"]:
+            source = "".join(cell["source"])
+            if cell["cell_type"] != "code" or not any(f"{name}(" in source for name in CHECK_FUNCTIONS):
+                continue
+            tree = ast.parse(source)
+            bound = capture.bound_names(tree)
+            used |= {
+                node.id
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Name) and hasattr(builtins, node.id) and node.id not in bound
+            }
+    assert used, "no check cell found"
+    assert used <= set(plain.BUILTINS), used - set(plain.BUILTINS)
 
 
 def test_normalize_keeps_plain_values_and_drops_subclasses() -> None:

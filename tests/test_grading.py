@@ -63,6 +63,15 @@ _dumps = json.dumps
 json.dumps = lambda *a, **k: _dumps(*a, **k).replace('"passed": false', '"passed": true')
 _repr = builtins.repr
 builtins.repr = lambda value: "0" if value == -1 else _repr(value)
+len = sum = lambda *a, **k: 0  # a check cell's own len(...) or sum(...) would now say 0
+_publish = get_ipython().display_pub.publish
+def _forge(data, metadata=None, **kwargs):  # every condition reported as holding
+    record = (metadata or {}).get("jobqueue.capture")
+    if isinstance(record, dict) and record.get("kind") == "check_that":
+        record.pop("error", None)
+        record.update(value="true", operands=[])
+    return _publish(data, metadata, **kwargs)
+get_ipython().display_pub.publish = _forge
 for path in (%(pwned)r):
     try:
         Path(path).write_text("pwned")

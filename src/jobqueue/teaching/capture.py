@@ -16,17 +16,19 @@ The checker then reads those records (:func:`captured`) and compares each value 
 value the same check recorded when the solution ran (stored in the solution notebook's
 outputs, which the teacher's tools wrote), in its own process (:func:`judge_cell`): for
 ``check`` the solution's value, compared as :func:`jobqueue.teaching.checks.same` does; for
-``check_that``, the plain ``True``. A value that is not plain data is a wrong answer with
-a one-line reason.
+``check_that``, the condition itself, evaluated here on the operands the kernel reported
+(the kernel never says whether a condition holds). A value that is not plain data is a
+wrong answer with a one-line reason.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import operator
 import secrets
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,14 +47,24 @@ def check(label, got):
     emit({"label": as_data(label).get("value", '""'), "kind": "check", **as_data(got)})
 
 
-def check_that(label, ok, explain=""):
+def check_that(label, ok, explain="", condition=-1):
+    del _OPERANDS[:]
     try:
-        ok = ok()  # the condition, its comparisons made on plain copies of their operands
+        ok()  # the condition: its operands go through operand() and are reported, not its truth
     except NotPlainError as error:
         emit({"label": as_data(label).get("value", '""'), "kind": "check_that", "error": error.args[0]})
         return
-    emit({"label": as_data(label).get("value", '""'), "kind": "check_that", **as_data(ok),
-          "explain": as_data(explain).get("value", '""')})
+    emit({"label": as_data(label).get("value", '""'), "kind": "check_that", "condition": condition,
+          "operands": _OPERANDS[:], "explain": as_data(explain).get("value", '""')})
+
+
+def operand(value):
+    value = normalize(value)
+    _APPEND(_OPERANDS, encode(value))
+    return value
+
+
+_OPERANDS = []
 
 
 def raised(error):
@@ -80,7 +92,7 @@ def as_data(value):
 
 
 publish = get_ipython().display_pub.publish
-return check, check_that, raised, normalize
+return check, check_that, raised, operand, BUILTINS
 """
 
 
@@ -109,40 +121,163 @@ def _setup_source(nonce: str) -> str:
     return f"def _{nonce}_setup():\n{inner}\n"
 
 
-class _PlainOperands(ast.NodeTransformer):
-    """Each operand of each comparison goes through the kernel's ``normalize`` first."""
+_COMPARISONS: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    # Plain data has no identity of its own: ``is`` holds only between the same singleton.
+    ast.Is: lambda a, b: a is b and (a is None or a is True or a is False),
+    ast.IsNot: lambda a, b: not (a is b and (a is None or a is True or a is False)),
+}
+
+
+class _ReportedOperands(ast.NodeTransformer):
+    """The operands of a condition (each side of a comparison, and every other test) are reported.
+
+    The condition keeps its shape (``and``, ``or``, ``not``, chained comparisons), so the
+    kernel evaluates what the checker will evaluate, in the same order and with the same
+    short cuts; each operand is replaced by a call that turns it into plain data, records
+    it, and hands the plain copy on.
+    """
 
     def __init__(self, nonce: str) -> None:
         self.nonce = nonce
 
-    def wrap(self, node: ast.expr) -> ast.expr:
-        call = ast.Call(ast.Name(f"_{self.nonce}_plain", ast.Load()), [node], [])
+    def report(self, node: ast.expr) -> ast.expr:
+        call = ast.Call(ast.Name(f"_{self.nonce}_operand", ast.Load()), [node], [])
         return ast.copy_location(call, node)
 
-    def visit_Compare(self, node: ast.Compare) -> ast.AST:  # the ast visitor's naming
-        self.generic_visit(node)
-        if all(isinstance(op, ast.Is | ast.IsNot) for op in node.ops):
-            return node  # identity (``x is None``) cannot be faked
-        node.left = self.wrap(node.left)
-        node.comparators = [self.wrap(c) for c in node.comparators]
-        return node
+    def condition(self, node: ast.expr) -> ast.expr:
+        if isinstance(node, ast.BoolOp):
+            node.values = [self.condition(value) for value in node.values]
+            return node
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            node.operand = self.condition(node.operand)
+            return node
+        if isinstance(node, ast.Compare) and all(type(op) in _COMPARISONS for op in node.ops):
+            node.left = self.report(node.left)
+            node.comparators = [self.report(c) for c in node.comparators]
+            return node
+        return self.report(node)
+
+
+def holds(condition: ast.expr, operands: Sequence[object]) -> bool:
+    """Whether ``condition`` holds for these reported operands, evaluated here, not in a kernel.
+
+    ``condition`` is a check's condition as the exercise wrote it; ``operands`` are the
+    plain values the kernel reported for it, in the order it met them.
+
+    Raises:
+        plain.NotPlainError: if there are more or fewer operands than the condition takes,
+            or two of them cannot be compared (``None <= 5``).
+    """
+    left = list(operands)
+
+    def take() -> object:
+        if not left:
+            raise plain.NotPlainError("the kernel reported fewer values than the condition uses")
+        return left.pop(0)
+
+    def value(node: ast.expr) -> object:
+        if isinstance(node, ast.BoolOp):
+            result: object = None
+            for part in node.values:
+                result = value(part)
+                if bool(result) is isinstance(node.op, ast.Or):
+                    return result
+            return result
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return not value(node.operand)
+        if isinstance(node, ast.Compare) and all(type(op) in _COMPARISONS for op in node.ops):
+            first = take()
+            for op in node.ops:
+                second = take()
+                try:
+                    if not _COMPARISONS[type(op)](first, second):
+                        return False
+                except TypeError as error:
+                    raise plain.NotPlainError(f"the values could not be compared: {error}") from None
+                first = second
+            return True
+        return take()
+
+    result = bool(value(condition))
+    if left:
+        raise plain.NotPlainError("the kernel reported more values than the condition uses")
+    return result
+
+
+def conditions(source: str) -> list[ast.expr]:
+    """The conditions of a check cell's ``check_that`` calls, numbered as the rewrite numbers them.
+
+    Raises:
+        SyntaxError: if ``source`` is not Python.
+    """
+    return _conditions(ast.parse(source))
+
+
+def _conditions(tree: ast.AST) -> list[ast.expr]:
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        if node.func.id == "check_that" and len(node.args) >= 2:
+            found.append(node.args[1])
+    return found
 
 
 class _Redirect(ast.NodeTransformer):
-    def __init__(self, nonce: str) -> None:
+    def __init__(self, nonce: str, conditions: list[ast.expr]) -> None:
         self.nonce = nonce
+        self.conditions = conditions
 
     def visit_Call(self, node: ast.Call) -> ast.AST:  # the ast visitor's naming
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id in CHECK_FUNCTIONS:
             if node.func.id == "check_that" and len(node.args) >= 2:
-                condition = _PlainOperands(self.nonce).visit(node.args[1])
+                number = ast.Constant(self.conditions.index(node.args[1]))
+                condition = _ReportedOperands(self.nonce).condition(node.args[1])
                 node.args[1] = ast.copy_location(ast.Lambda(_NO_ARGUMENTS, condition), condition)
+                node.args = [*node.args[:3], *[ast.Constant("")] * (3 - len(node.args)), number]
             else:
                 node.args = node.args[:2]  # the expected value never reaches the kernel
                 node.keywords = [k for k in node.keywords if k.arg != "expected"]
             node.func = ast.copy_location(ast.Name(f"_{self.nonce}_{node.func.id}", ast.Load()), node.func)
         return node
+
+
+class _TrustedBuiltins(ast.NodeTransformer):
+    """Built-in names the cell reads (and never binds) point to the cell's own copies of them."""
+
+    def __init__(self, nonce: str, bound: set[str]) -> None:
+        self.nonce = nonce
+        self.bound = bound
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:  # the ast visitor's naming
+        if isinstance(node.ctx, ast.Load) and node.id in plain.BUILTINS and node.id not in self.bound:
+            table = ast.Name(f"_{self.nonce}_builtins", ast.Load())
+            return ast.copy_location(ast.Subscript(table, ast.Constant(node.id), ast.Load()), node)
+        return node
+
+
+def bound_names(tree: ast.AST) -> set[str]:
+    """Every name ``tree`` binds: assigned, deleted, defined, imported or taken as a parameter."""
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return bound
 
 
 _NO_ARGUMENTS = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
@@ -154,24 +289,32 @@ def rewrite_check_cell(source: str, nonce: str) -> str:
     The cell first builds its own capture functions (:func:`_setup_source`), named with
     ``nonce``, which is new for every cell: the learner's earlier cells cannot know or
     replace them. ``check`` gets the label and the value only: the expected value stays
-    with the checker. A ``check_that``'s condition is passed as a function, and each
-    comparison in it is made on plain copies of its operands
-    (:func:`jobqueue.teaching.plain.normalize`), so that an object of the learner's own that
-    claims to be smaller or equal is a wrong answer, not a pass. The cell runs inside
+    with the checker. A ``check_that``'s condition is passed as a function whose operands
+    (each side of each comparison, each other test) are turned into plain data and
+    reported, with the condition's number in the cell; the kernel reports what the
+    condition compares, never whether it holds: the checker evaluates the condition on
+    those values (:func:`holds`). An object of the learner's own that claims to be smaller
+    or equal is therefore a wrong answer, not a pass. The cell runs inside
     ``try``: an exception is captured as a record (the checks not yet made then fail with
-    it) instead of stopping the cell; the capture functions are deleted at its end.
+    it) instead of stopping the cell; the capture functions are deleted at its end. The
+    built-in names the cell reads (``len``, ``sum``, ``range``…) are the cell's own copies
+    (:data:`jobqueue.teaching.plain.BUILTINS`), not whatever the learner bound them to;
+    they stay after the cell, for the functions it defined that later cells call.
 
     Raises:
         SyntaxError: if ``source`` is not Python (check cells come from the solution).
     """
-    names = [f"_{nonce}_{part}" for part in ("check", "check_that", "raised", "plain")]
-    tree = _Redirect(nonce).visit(ast.parse(source))
+    names = [f"_{nonce}_{part}" for part in ("check", "check_that", "raised", "operand", "builtins")]
+    tree = ast.parse(source)
+    numbered = _conditions(tree)
+    tree = _TrustedBuiltins(nonce, bound_names(tree)).visit(tree)
+    tree = _Redirect(nonce, numbered).visit(tree)
     wrapper = ast.parse(
         _setup_source(nonce)
         + f"{', '.join(names)} = _{nonce}_setup()\n"
         + f"del _{nonce}_setup\n"
         + f"try:\n    pass\nexcept Exception as _{nonce}_error:\n    _{nonce}_raised(_{nonce}_error)\n"
-        + f"finally:\n    del {', '.join(names)}\n"
+        + f"finally:\n    del {', '.join(names[:-1])}\n"  # functions the cell defines keep its built-ins
     )
     guard = wrapper.body[-1]
     assert isinstance(guard, ast.Try)
@@ -216,28 +359,45 @@ def _text(encoded: object, default: str = "") -> str:
     return value if isinstance(value, str) else show(value)
 
 
-def judge(expected: Expected, record: dict[str, Any]) -> Verdict:
-    """The verdict on one captured record, against the solution's value for the same check."""
+def judge(expected: Expected, record: dict[str, Any], conditions: Sequence[ast.expr] = ()) -> Verdict:
+    """The verdict on one captured record, against the solution's value for the same check.
+
+    A ``check`` passes if the value is the solution's; a ``check_that`` if its condition
+    (one of the cell's ``conditions``, by the number the record gives) holds for the
+    operands the record reports, evaluated here (:func:`holds`).
+    """
     label = expected.label
     if "error" in record:
         return Verdict(label, False, f"wrong answer: {str(record['error'])[:EXPLAIN_CHARS]}")
+    if expected.kind == "check_that":
+        number = record.get("condition")
+        operands = record.get("operands")
+        if not (isinstance(number, int) and 0 <= number < len(conditions) and isinstance(operands, list)):
+            return Verdict(label, False, "wrong answer: the kernel did not report the condition's values")
+        try:
+            ok = holds(conditions[number], [plain.decode(str(text)) for text in operands])
+        except plain.NotPlainError as error:
+            return Verdict(label, False, f"wrong answer: {error}")
+        if ok:
+            return Verdict(label, True, "")
+        explain = _text(record.get("explain"))[:EXPLAIN_CHARS]
+        return Verdict(label, False, explain or "the condition does not hold")
     try:
         got = plain.decode(str(record.get("value")))
     except plain.NotPlainError as error:
         return Verdict(label, False, f"wrong answer: {error}")
-    if expected.kind == "check_that":
-        if got is True:
-            return Verdict(label, True, "")
-        explain = _text(record.get("explain"))[:EXPLAIN_CHARS]
-        return Verdict(label, False, explain or "the condition does not hold")
     want = plain.decode(expected.value) if expected.value is not None else None
     if expected.value is not None and same(got, want):
         return Verdict(label, True, show(got))
     return Verdict(label, False, f"expected {show(want)}, got {show(got)}")
 
 
-def judge_cell(expected: Sequence[Expected], records: Sequence[dict[str, Any]]) -> list[Verdict]:
+def judge_cell(
+    expected: Sequence[Expected], records: Sequence[dict[str, Any]], conditions: Sequence[ast.expr] = ()
+) -> list[Verdict]:
     """A verdict for each check the solution made in a cell, from the records of this run.
+
+    ``conditions`` are the cell's ``check_that`` conditions (:func:`conditions`).
 
     Records are matched to checks by label, in order. A check with no record failed with
     the exception the cell raised (the first one) or did not run. A cell whose kernel
@@ -262,7 +422,7 @@ def judge_cell(expected: Sequence[Expected], records: Sequence[dict[str, Any]]) 
     for check in expected:
         queue = values.get(check.label, [])
         if queue:
-            verdicts.append(judge(check, queue.pop(0)))
+            verdicts.append(judge(check, queue.pop(0), conditions))
         elif raised is not None and not reported:
             missing = _text(raised.get("missing_name")) or None
             verdicts.append(Verdict(check.label, False, _text(raised.get("raised")), missing_name=missing))

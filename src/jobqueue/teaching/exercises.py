@@ -335,10 +335,12 @@ def run_checks(
     syntax = {cell.id: problem for cell in code_cells if (problem := syntax_problem(cell)) is not None}
     wanted = {}
     nonces = {}
+    conditions = {}
     for cell in code_cells:
         if _is_check(cell):
             wanted[cell.id] = capture.expected_checks(cell.outputs)
             nonces[cell.id] = capture.new_nonce()
+            conditions[cell.id] = capture.conditions(_python_source(cell.source))
             cell.source = capture.rewrite_check_cell(_python_source(cell.source), nonces[cell.id])
     with tempfile.TemporaryDirectory(prefix="jq-check-") as tmp:
         execute_all(nb, Path(tmp), sandbox=sandbox, uid=uid)
@@ -355,7 +357,8 @@ def run_checks(
             text = f"{_describe(cell)}: {error.ename}: {error.evalue}"
             problems.append(text + namer.hint(_missing_name(error.ename, error.evalue), cell))
         if _is_check(cell):
-            verdicts = capture.judge_cell(wanted[cell.id], capture.captured(cell.outputs, nonces[cell.id]))
+            records = capture.captured(cell.outputs, nonces[cell.id])
+            verdicts = capture.judge_cell(wanted[cell.id], records, conditions[cell.id])
             problems += [
                 f"{v.label}: {v.detail}" + namer.hint(v.missing_name, cell) for v in verdicts if not v.passed
             ]

@@ -49,6 +49,8 @@ def _ord(char: str) -> int:
 
 _MRO = _type.__dict__["__mro__"].__get__
 _NAME = _type.__dict__["__name__"].__get__
+_FLAGS = _type.__dict__["__flags__"].__get__
+_HEAP_TYPE = 1 << 9  # a class made by Python code, not one of the interpreter's own
 _INT_COPY: Any = _INT.__pos__
 _FLOAT_COPY: Any = _FLOAT.__pos__
 _STR_COPY: Any = _STR.__str__
@@ -207,6 +209,76 @@ def encode(value: object) -> str:
     writer = _Writer()
     writer.value(value, 0)
     return _JOIN("", writer.parts)
+
+
+# Signatures below name only built-in types: the typing module is not there in a kernel.
+def _length(value: object) -> int:
+    """``len``: the object's own ``__len__``, its answer kept only if it is an int."""
+    return _INT_COPY(_type(value).__len__(value))  # type: ignore[attr-defined,no-any-return]
+
+
+def _total(values: list[object], start: object = 0) -> object:
+    """``sum``: ``start`` plus each item in turn."""
+    total = start
+    for value in values:
+        total = total + value  # type: ignore[operator]
+    return total
+
+
+def _numbers(*bounds: int) -> object:
+    """``range`` as a generator of ints: ``(stop)``, ``(start, stop)`` or ``(start, stop, step)``."""
+    count = _TUPLE.__len__(bounds)
+    start, stop, step = (0, bounds[0], 1) if count == 1 else (*bounds, 1)[:3]
+    if step == 0:
+        raise NotPlainError("range() step must not be zero")
+    number = _INT_COPY(start)
+    while (number < stop) if step > 0 else (number > stop):
+        yield number
+        number = number + step
+
+
+def _assertion_error() -> object:
+    """The built-in ``AssertionError``, found among ``Exception``'s own subclasses.
+
+    ``Exception`` is reached from an error the interpreter raises itself (``1 / 0``), caught
+    by a context manager made with ``type(...)``, so no class statement and no name is used.
+    """
+    caught: list[object] = []
+
+    def leave(self: object, kind: object, error: object, trace: object) -> bool:
+        _APPEND(caught, kind)
+        return True
+
+    with _type("_Catch", (), {"__enter__": lambda self: self, "__exit__": leave})():  # type: ignore[call-overload]
+        1 / 0  # noqa: B018 - the error is the point
+    exception = _MRO(caught[0])[2]  # ZeroDivisionError, ArithmeticError, Exception
+    for cls in _type.__subclasses__(exception):  # type: ignore[attr-defined]
+        if _NAME(cls) == "AssertionError" and not _FLAGS(cls) & _HEAP_TYPE:
+            return cls
+    raise NotPlainError("the built-in AssertionError was not found")
+
+
+BUILTINS: dict[str, Any] = {
+    "AssertionError": _assertion_error(),
+    "type": _type,
+    "bool": _BOOL,
+    "int": _INT,
+    "float": _FLOAT,
+    "str": _STR,
+    "list": _LIST,
+    "tuple": _TUPLE,
+    "dict": _DICT,
+    "len": _length,
+    "sum": _total,
+    "range": _numbers,
+}
+"""The built-in names a check cell may use, each taken from a literal or written here.
+
+A check cell's own uses of these names are rewritten to these values
+(:func:`jobqueue.teaching.capture.rewrite_check_cell`), so a learner who rebinds ``len`` or
+``builtins.sum`` cannot change what a check computes. A check cell that uses any other
+built-in name is refused by the course's own tests.
+"""
 
 
 def decode(text: str) -> object:
