@@ -31,6 +31,7 @@ from waiting import HANG_GUARD_S
 
 from jobqueue.teaching import grading
 from jobqueue.teaching.exercises import check_exercise
+from jobqueue.teaching.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ("02_backoff", "03_job_queue", "04_worker_retries")
@@ -376,32 +377,74 @@ def test_unknown_exercise_and_bad_timeout_are_refused(
     assert "timeout must be a positive number of seconds, got 0.0" in capsys.readouterr().out
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.urls: list[str] = []
-
-    def with_database(self, url: str) -> None:
-        self.urls.append(url)
-
-
-def test_graded_kernels_reach_postgresql_as_a_role_that_only_makes_its_own_databases(pg_url: str) -> None:
+def test_each_graded_kernel_reaches_postgresql_as_a_role_of_its_own(pg_url: str, tmp_path: Path) -> None:
     import psycopg
     from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict
 
-    sandbox = Recorder()
-    grading.learner_database(sandbox)  # type: ignore[arg-type]
-    [url] = sandbox.urls
-    with psycopg.connect(url, autocommit=True) as learner:
-        me = learner.execute(
-            "SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user"
-        ).fetchone()
-        assert me == (grading.LEARNER_ROLE, False)
+    sandbox = Sandbox("none", tmp_path, as_root=False)
+    sandbox.with_database(pg_url)
+    assert sandbox.database_url is not None and "password" not in conninfo_to_dict(sandbox.database_url)
+    first, second = sandbox.kernel_database_url(62001), sandbox.kernel_database_url(62002)
+    database = f"grading_test_{os.getpid()}"
+    name = sql.Identifier(database)
+    with (
+        psycopg.connect(first, autocommit=True) as learner,
+        psycopg.connect(second, autocommit=True) as other,
+    ):
+        me = learner.execute("SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user")
+        assert me.fetchone() == ("jobqueue_learner_62001", False)
         member = "SELECT pg_has_role(current_user, 'pg_signal_autovacuum_worker', 'MEMBER')"
         assert learner.execute(member).fetchone() == (True,)  # DROP ... WITH (FORCE) may end autovacuum
-        database = f"grading_test_{os.getpid()}"
-        name = sql.Identifier(database)
         learner.execute(sql.SQL("CREATE DATABASE {}").format(name))
-        with psycopg.connect(make_conninfo(url, dbname=database)):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # not another kernel's database
+            other.execute(sql.SQL("DROP DATABASE {}").format(name))
+        with psycopg.connect(make_conninfo(first, dbname=database)):
             learner.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(name))  # ends that session
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             learner.execute("COPY (SELECT 1) TO PROGRAM 'true'")
+    # A kernel knows its own password only: not the superuser's, nor its role's next one.
+    for stolen in (make_conninfo(first, user="postgres"), make_conninfo(first, password="")):
+        with pytest.raises(psycopg.OperationalError, match=r"password authentication failed|no password"):
+            psycopg.connect(stolen).close()
+    sandbox.kernel_database_url(62001)
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(first).close()
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="kernels get user ids of their own only when the grader is root"
+)
+@pytest.mark.parametrize("mode", ["bubblewrap", "unprivileged user"])
+def test_what_a_kernel_leaves_running_ends_with_it(mode: str) -> None:
+    import tempfile
+
+    import nbformat
+    import psutil
+
+    from jobqueue.teaching.exercises import execute_all
+
+    sandbox = Sandbox.create()
+    folder = Path(tempfile.mkdtemp(prefix="jq-leftover-"))
+    try:
+        if mode == "bubblewrap" and sandbox.mode != "bubblewrap":
+            pytest.skip("bubblewrap does not work here")
+        sandbox.mode = mode
+        uid = sandbox.new_uid()
+        assert uid is not None
+        # A process in a session of its own, the kernel's grandchild: not in its process group.
+        escape = (
+            "import subprocess\nsubprocess.Popen(['setsid', '-f', 'sleep', '600'])\nprint('left running')\n"
+        )
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(escape)])
+        execute_all(nb, folder, sandbox=sandbox, uid=uid)
+        assert nb.cells[0].outputs[0].get("text") == "left running\n", nb.cells[0].outputs
+        left = [
+            p.pid
+            for p in psutil.process_iter(["uids"])
+            if uid in (p.info["uids"].real, p.info["uids"].effective)
+        ]
+        assert left == []
+    finally:
+        sandbox.close()
+        shutil.rmtree(folder, ignore_errors=True)

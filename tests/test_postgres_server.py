@@ -50,6 +50,21 @@ def test_the_local_server_is_postgresql_18_on_a_socket_and_shared_with_subproces
     assert (child.returncode, child.stderr, child.stdout.strip()) == (0, "", pg_url)
 
 
+def test_the_local_server_wants_its_superusers_password(pg_url: str) -> None:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    if os.environ.get(postgres_server.ENV_VAR):
+        pytest.skip("the server named by JOBQUEUE_DATABASE_URL keeps its own rules")
+    password = (postgres_server.course_folder() / ".postgres" / "password").read_text().strip()
+    assert conninfo_to_dict(pg_url)["password"] == password
+    mode = (postgres_server.course_folder() / ".postgres" / "password").stat().st_mode & 0o777
+    assert mode == 0o600  # the course's own user reads it, and no one else
+    for guess in ("", "postgres", password[:-1]):
+        with pytest.raises(psycopg.OperationalError, match=r"password authentication failed|no password"):
+            psycopg.connect(make_conninfo(pg_url, password=guess)).close()
+
+
 def test_the_environment_variable_names_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(postgres_server.ENV_VAR, "postgresql://app@db.example:5433/shop")
     assert postgres_server.database_url() == "postgresql://app@db.example:5433/shop"

@@ -41,9 +41,6 @@ from jobqueue.teaching.isolation import check_isolated, unreadable
 from jobqueue.teaching.notebooks import read
 from jobqueue.teaching.sandbox import Sandbox, SandboxError
 
-LEARNER_ROLE = "jobqueue_learner"
-"""The PostgreSQL role graded kernels connect as: it may create databases, nothing more."""
-
 DATABASE_MARK = "postgres_server"
 """Text in an exercise's code that says it uses the course's PostgreSQL server."""
 
@@ -377,36 +374,27 @@ def run_grading(
 
 
 def learner_database(sandbox: Sandbox) -> None:
-    """Let ``sandbox``'s kernels reach the course's PostgreSQL server as :data:`LEARNER_ROLE`.
+    """Let ``sandbox``'s kernels reach the course's PostgreSQL server, each as a role of its own.
 
-    The role may log in, create databases (exercise 12 makes one of its own) and end
-    autovacuum's sessions in them (so that ``DROP DATABASE ... WITH (FORCE)`` works), and is
-    no superuser: a kernel cannot read or write the server's files or run programs there.
+    The grader keeps the server's own URL; each kernel gets a URL with a role and a password
+    of its own (:meth:`jobqueue.teaching.sandbox.Sandbox.kernel_database_url`).
 
     Raises:
         GradingError: if the server cannot be started or reached.
     """
     try:
         import psycopg
-        from psycopg.conninfo import make_conninfo
 
         from jobqueue.teaching.postgres_server import database_url
 
         url = database_url()
         with psycopg.connect(url, autocommit=True) as admin:
-            exists = admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (LEARNER_ROLE,)).fetchone()
-            if exists is None:
-                admin.execute(f"CREATE ROLE {LEARNER_ROLE} LOGIN CREATEDB NOSUPERUSER")
-            # DROP DATABASE ... WITH (FORCE) ends the sessions in that database, and autovacuum
-            # may have one there: without this role (PostgreSQL 18), dropping it fails at times.
-            autovacuum = "pg_signal_autovacuum_worker"
-            if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (autovacuum,)).fetchone():
-                admin.execute(f"GRANT {autovacuum} TO {LEARNER_ROLE}")
+            admin.execute("SELECT 1")
     except Exception as error:  # the server is part of the course: say why it failed
         raise GradingError(
             f"the PostgreSQL server for the exercises: {type(error).__name__}: {error}"
         ) from None
-    sandbox.with_database(make_conninfo(url, user=LEARNER_ROLE, password=""))
+    sandbox.with_database(url)
 
 
 def not_started(exercise: Exercise, learner: NotebookNode) -> bool:

