@@ -290,26 +290,52 @@ def test_built_ins_the_learner_rebound_do_not_change_what_a_check_cell_computes(
     assert run_cell(source, names, lies) == honest
 
 
-def test_every_built_in_a_solution_check_cell_reads_is_one_the_checker_supplies() -> None:
+def test_explain_may_be_given_by_keyword() -> None:
+    source = 'check_that("small", x <= 3, explain="too big")\ncheck_that("tiny", x <= 1)\n'
+    assert run_cell(source, {"x": 2}) == [True, False]
+
+
+def solution_check_cells() -> list[str]:
     import json
     from pathlib import Path
 
     from jobqueue.teaching.checks import CHECK_FUNCTIONS
 
-    used = set()
+    found = []
     for solution in sorted(Path(__file__).parents[1].glob("solutions/*.ipynb")):
         for cell in json.loads(solution.read_text(encoding="utf-8"))["cells"]:
             source = "".join(cell["source"])
-            if cell["cell_type"] != "code" or not any(f"{name}(" in source for name in CHECK_FUNCTIONS):
-                continue
-            tree = ast.parse(source)
-            bound = capture.bound_names(tree)
-            used |= {
-                node.id
-                for node in ast.walk(tree)
-                if isinstance(node, ast.Name) and hasattr(builtins, node.id) and node.id not in bound
-            }
-    assert used, "no check cell found"
+            if cell["cell_type"] == "code" and any(f"{name}(" in source for name in CHECK_FUNCTIONS):
+                found.append(source)
+    assert found, "no check cell found"
+    return found
+
+
+def test_solution_conditions_compare_at_their_top_level_where_the_checker_sees_it() -> None:
+    def nested(node: ast.expr) -> list[str]:
+        if isinstance(node, ast.BoolOp):
+            return [n for value in node.values for n in nested(value)]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return nested(node.operand)
+        parts = [node.left, *node.comparators] if isinstance(node, ast.Compare) else [node]
+        return [ast.unparse(c) for part in parts for c in ast.walk(part) if isinstance(c, ast.Compare)]
+
+    hidden = [
+        found for source in solution_check_cells() for c in capture.conditions(source) for found in nested(c)
+    ]
+    assert hidden == []  # a comparison inside a call would be made in the kernel
+
+
+def test_every_built_in_a_solution_check_cell_reads_is_one_the_checker_supplies() -> None:
+    used = set()
+    for source in solution_check_cells():
+        tree = ast.parse(source)
+        bound = capture.bound_names(tree)
+        used |= {
+            node.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and hasattr(builtins, node.id) and node.id not in bound
+        }
     assert used <= set(plain.BUILTINS), used - set(plain.BUILTINS)
 
 

@@ -382,34 +382,49 @@ def test_each_graded_kernel_reaches_postgresql_as_a_role_of_its_own(pg_url: str,
     from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict
 
+    from jobqueue.teaching import kernel_database
+
     sandbox = Sandbox("none", tmp_path, as_root=False)
     sandbox.with_database(pg_url)
-    assert sandbox.database_url is not None and "password" not in conninfo_to_dict(sandbox.database_url)
-    first, second = sandbox.kernel_database_url(62001), sandbox.kernel_database_url(62002)
+    assert sandbox.admin_url is not None and sandbox.database_url is not None
+    assert "password" not in conninfo_to_dict(sandbox.database_url)
+    first = kernel_database.make_role(sandbox.admin_url, sandbox.database_url)
+    second = kernel_database.make_role(sandbox.admin_url, sandbox.database_url)
+    assert first.name != second.name
     database = f"grading_test_{os.getpid()}"
     name = sql.Identifier(database)
+    mine = "SELECT current_user, rolsuper, rolconnlimit FROM pg_roles WHERE rolname = current_user"
     with (
-        psycopg.connect(first, autocommit=True) as learner,
-        psycopg.connect(second, autocommit=True) as other,
+        psycopg.connect(first.url, autocommit=True) as learner,
+        psycopg.connect(second.url, autocommit=True) as other,
     ):
-        me = learner.execute("SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user")
-        assert me.fetchone() == ("jobqueue_learner_62001", False)
+        assert learner.execute(mine).fetchone() == (first.name, False, kernel_database.CONNECTION_LIMIT)
         member = "SELECT pg_has_role(current_user, 'pg_signal_autovacuum_worker', 'MEMBER')"
         assert learner.execute(member).fetchone() == (True,)  # DROP ... WITH (FORCE) may end autovacuum
         learner.execute(sql.SQL("CREATE DATABASE {}").format(name))
         with pytest.raises(psycopg.errors.InsufficientPrivilege):  # not another kernel's database
             other.execute(sql.SQL("DROP DATABASE {}").format(name))
-        with psycopg.connect(make_conninfo(first, dbname=database)):
-            learner.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(name))  # ends that session
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             learner.execute("COPY (SELECT 1) TO PROGRAM 'true'")
-    # A kernel knows its own password only: not the superuser's, nor its role's next one.
-    for stolen in (make_conninfo(first, user="postgres"), make_conninfo(first, password="")):
-        with pytest.raises(psycopg.OperationalError, match=r"password authentication failed|no password"):
-            psycopg.connect(stolen).close()
-    sandbox.kernel_database_url(62001)
-    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
-        psycopg.connect(first).close()
+        learner.execute("ALTER ROLE CURRENT_USER SET default_transaction_read_only = on")
+        # A kernel knows its own password only, not the superuser's.
+        for stolen in (make_conninfo(first.url, user="postgres"), make_conninfo(first.url, password="")):
+            with pytest.raises(psycopg.OperationalError, match=r"password authentication failed|no password"):
+                psycopg.connect(stolen).close()
+        with psycopg.connect(make_conninfo(first.url, dbname=database)) as inside:
+            # The kernel ends: its sessions end, its databases and its role go.
+            kernel_database.drop_role(sandbox.admin_url, first.name)
+            with pytest.raises(psycopg.OperationalError):
+                inside.execute("SELECT 1")
+        with psycopg.connect(sandbox.admin_url) as admin:
+            role = admin.execute("SELECT count(*) FROM pg_roles WHERE rolname = %s", (first.name,))
+            assert role.fetchone() == (0,)
+            left = admin.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (database,))
+            assert left.fetchone() == (0,)
+        assert other.execute("SELECT 1").fetchone() == (1,)  # the other kernel's role is untouched
+    kernel_database.drop_role(sandbox.admin_url, second.name)
+    with pytest.raises(ValueError, match="'postgres' is not a kernel's role"):
+        kernel_database.drop_role(sandbox.admin_url, "postgres")
 
 
 @pytest.mark.skipif(

@@ -242,8 +242,11 @@ class _Redirect(ast.NodeTransformer):
             if node.func.id == "check_that" and len(node.args) >= 2:
                 number = ast.Constant(self.conditions.index(node.args[1]))
                 condition = _ReportedOperands(self.nonce).condition(node.args[1])
-                node.args[1] = ast.copy_location(ast.Lambda(_NO_ARGUMENTS, condition), condition)
-                node.args = [*node.args[:3], *[ast.Constant("")] * (3 - len(node.args)), number]
+                given = [k.value for k in node.keywords if k.arg == "explain"]
+                explain = node.args[2] if len(node.args) > 2 else (given or [ast.Constant("")])[0]
+                function = ast.copy_location(ast.Lambda(_NO_ARGUMENTS, condition), condition)
+                node.args = [node.args[0], function, explain, number]
+                node.keywords = []
             else:
                 node.args = node.args[:2]  # the expected value never reaches the kernel
                 node.keywords = [k for k in node.keywords if k.arg != "expected"]
@@ -287,19 +290,26 @@ def rewrite_check_cell(source: str, nonce: str) -> str:
     """``source`` with its ``check``/``check_that`` calls sent to this cell's capture functions.
 
     The cell first builds its own capture functions (:func:`_setup_source`), named with
-    ``nonce``, which is new for every cell: the learner's earlier cells cannot know or
-    replace them. ``check`` gets the label and the value only: the expected value stays
-    with the checker. A ``check_that``'s condition is passed as a function whose operands
-    (each side of each comparison, each other test) are turned into plain data and
-    reported, with the condition's number in the cell; the kernel reports what the
-    condition compares, never whether it holds: the checker evaluates the condition on
-    those values (:func:`holds`). An object of the learner's own that claims to be smaller
-    or equal is therefore a wrong answer, not a pass. The cell runs inside
-    ``try``: an exception is captured as a record (the checks not yet made then fail with
-    it) instead of stopping the cell; the capture functions are deleted at its end. The
-    built-in names the cell reads (``len``, ``sum``, ``range``…) are the cell's own copies
-    (:data:`jobqueue.teaching.plain.BUILTINS`), not whatever the learner bound them to;
-    they stay after the cell, for the functions it defined that later cells call.
+    ``nonce``, which is new for every cell: the learner's earlier cells cannot know them in
+    advance or replace them before the cell starts. ``check`` gets the label and the value
+    only: the expected value stays with the checker.
+
+    A ``check_that``'s condition is passed as a function whose operands are turned into
+    plain data and reported, with the condition's number in the cell: each side of each
+    comparison at the condition's top level (joined by ``and``, ``or``, ``not``), and each
+    other test there. The kernel reports what the condition compares, never whether it
+    holds: the checker evaluates the condition on those values (:func:`holds`), so an
+    object of the learner's own that claims to be smaller or equal is a wrong answer, not
+    a pass. A comparison inside a call (``all(a <= b for ...)``) runs in the kernel like
+    the rest of its operand, so check cells keep comparisons at the top level (a test of
+    the course's checks makes sure).
+
+    The cell runs inside ``try``: an exception is captured as a record (the checks not yet
+    made then fail with it) instead of stopping the cell; the capture functions are deleted
+    at its end. The built-in names the cell reads (``len``, ``sum``, ``range``…) are the
+    cell's own copies (:data:`jobqueue.teaching.plain.BUILTINS`), not whatever the learner
+    bound them to before the cell; they stay after it (for the functions it defined that
+    later cells call), where later code can reach them as it can any global.
 
     Raises:
         SyntaxError: if ``source`` is not Python (check cells come from the solution).

@@ -30,15 +30,17 @@ from the read-only copy, never from the course's editable source tree.
 
 from __future__ import annotations
 
+import collections
 import compileall
 import contextlib
-import itertools
 import os
+import secrets
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,23 +49,25 @@ from typing import Any
 from jupyter_client.manager import AsyncKernelManager
 
 import jobqueue
+from jobqueue.teaching import kernel_database
 
 FIRST_UID = 62000
-"""First user id given to a kernel when the grader runs as root (reused after :data:`UIDS` kernels)."""
+"""First user id given to a kernel when the grader runs as root (see :meth:`Sandbox.new_uid`)."""
 
 UIDS = 2000
-"""How many user ids kernels take turns with, from :data:`FIRST_UID`."""
+"""How many user ids, from :data:`FIRST_UID`, kernels are given."""
+
+RECENT_UIDS = 256
+"""How many of the user ids it gave last a sandbox does not give again."""
 
 SOCKET_FOLDER = "/run/jobqueue-postgres"
 """Where a kernel in bubblewrap finds the database's Unix socket (and nothing else of its folder)."""
 
-LEARNER_ROLE = "jobqueue_learner"
-"""The PostgreSQL role of a kernel's database URL (with the kernel's user id appended, as root)."""
-
 MODES = ("bubblewrap", "unprivileged user", "none")
 """The isolation modes, strongest first."""
 
-_uids = itertools.count()
+
+_giving = threading.Lock()
 
 
 class SandboxError(Exception):
@@ -81,6 +85,7 @@ class _Launcher(AsyncKernelManager):
     jq_prefix: tuple[str, ...] = ()
     jq_env: Mapping[str, str] = {}
     jq_owner: int | None = None
+    jq_database: tuple[str, str] | None = None  # the grader's URL and the kernel's role
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("transport", "ipc")
@@ -105,13 +110,15 @@ class _Launcher(AsyncKernelManager):
         return result
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
-        """After the kernel, end every process still running as its user id.
+        """After the kernel, end every process still running as its user id, and drop its database role.
 
         The kernel may have forked one into a session of its own, out of its process group.
         """
         await super()._async_cleanup_resources(restart=restart)
         if self.jq_owner is not None and not restart:
             end_processes_of(self.jq_owner)
+        if self.jq_database is not None and not restart:
+            kernel_database.drop_role(*self.jq_database)
 
 
 def end_processes_of(uid: int) -> int:
@@ -141,9 +148,19 @@ def end_processes_of(uid: int) -> int:
 
 
 def _manager(
-    folder: Path, prefix: list[str], env: dict[str, str], owner: int | None
+    folder: Path,
+    prefix: list[str],
+    env: dict[str, str],
+    owner: int | None,
+    database: tuple[str, str] | None = None,
 ) -> type[AsyncKernelManager]:
-    attributes = {"jq_folder": folder, "jq_prefix": tuple(prefix), "jq_env": env, "jq_owner": owner}
+    attributes = {
+        "jq_folder": folder,
+        "jq_prefix": tuple(prefix),
+        "jq_env": env,
+        "jq_owner": owner,
+        "jq_database": database,
+    }
     return type("SandboxedKernelManager", (_Launcher,), attributes)
 
 
@@ -220,7 +237,7 @@ class Sandbox:
         packages: the folder holding the read-only ``jobqueue`` copy (on ``PYTHONPATH``).
         as_root: whether the grader runs as root (kernels then take user ids of their own).
         database_url: the database as kernels reach it, if set (no user or password: each
-            kernel gets a role of its own, see :meth:`kernel_manager`).
+            kernel gets a role of its own, see :mod:`jobqueue.teaching.kernel_database`).
         admin_url: the same database as the grader reaches it, with a role that may
             create roles.
         socket: the database's Unix socket, if it is reached through one: in bubblewrap the
@@ -236,6 +253,7 @@ class Sandbox:
     socket: Path | None = None
     network: bool = False
     _holder: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+    _given: collections.deque[int] = field(default_factory=lambda: collections.deque(maxlen=RECENT_UIDS))
 
     @classmethod
     def create(cls, *, allow_weak: bool = True) -> Sandbox:
@@ -310,44 +328,32 @@ class Sandbox:
         self.admin_url = url
         self.database_url = kernels
 
-    def kernel_database_url(self, uid: int | None) -> str:
-        """The database URL for one kernel: a role of its own, with a password new for this kernel.
+    def new_uid(self) -> int | None:
+        """A user id for the next kernel (None unless the grader runs as root); call it in the grader.
 
-        The role (:data:`LEARNER_ROLE`, with the kernel's user id when it has one) may log
-        in, create databases (exercise 12 makes one of its own) and end autovacuum's sessions
-        in them (so that ``DROP DATABASE ... WITH (FORCE)`` works, PostgreSQL 17 and later).
-        It is no superuser: a kernel cannot read or write the server's files, run programs
-        there, or drop a database another kernel's role owns.
+        Picked at random among :data:`UIDS` ids from :data:`FIRST_UID`, skipping any id a
+        process runs as (a kernel of another grading run, say) and the last
+        :data:`RECENT_UIDS` this sandbox gave (kernels that may not have started yet). Two
+        grading runs at once rarely meet; as nothing is reserved, they still can.
 
         Raises:
-            SandboxError: if no database was given (:meth:`with_database`).
-            psycopg.Error: if the server cannot be reached or refuses to make the role.
+            SandboxError: if every one of those ids is in use.
         """
-        import secrets
+        if not self.as_root or self.mode == "none":
+            return None
+        import psutil
 
-        import psycopg
-        from psycopg import errors, sql
-        from psycopg.conninfo import make_conninfo
-
-        if self.admin_url is None or self.database_url is None:
-            raise SandboxError("no database was given to this sandbox (Sandbox.with_database)")
-        role = LEARNER_ROLE if uid is None else f"{LEARNER_ROLE}_{uid}"
-        password = secrets.token_hex(16)
-        name = sql.Identifier(role)
-        with psycopg.connect(self.admin_url, autocommit=True) as admin:
-            with contextlib.suppress(errors.DuplicateObject, errors.UniqueViolation):  # an earlier kernel's
-                admin.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEDB NOSUPERUSER").format(name))
-            admin.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(name, sql.Literal(password)))
-            # DROP DATABASE ... WITH (FORCE) ends the sessions in that database, and autovacuum
-            # may have one there: without this role (PostgreSQL 17+), dropping it fails at times.
-            autovacuum = "pg_signal_autovacuum_worker"
-            if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (autovacuum,)).fetchone():
-                admin.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(autovacuum), name))
-        return make_conninfo(self.database_url, user=role, password=password)
-
-    def new_uid(self) -> int | None:
-        """A user id for the next kernel (None unless the grader runs as root); call it in the grader."""
-        return FIRST_UID + next(_uids) % UIDS if self.as_root and self.mode != "none" else None
+        with _giving:  # the grader's threads ask at once
+            busy = {
+                ids.real for p in psutil.process_iter(["uids"]) if (ids := p.info.get("uids")) is not None
+            }
+            busy.update(self._given)
+            free = [uid for uid in range(FIRST_UID, FIRST_UID + UIDS) if uid not in busy]
+            if not free:
+                raise SandboxError(f"every kernel user id ({FIRST_UID} to {FIRST_UID + UIDS - 1}) is in use")
+            uid = secrets.choice(free)
+            self._given.append(uid)
+            return uid
 
     def kernel_manager(self, folder: Path, ipython_dir: Path, uid: int | None) -> type[AsyncKernelManager]:
         """The kernel manager class that starts one kernel in this sandbox, in ``folder``, as ``uid``.
@@ -365,8 +371,11 @@ class Sandbox:
             "MPLBACKEND": "agg",
             **_own_folder_env(folder, ipython_dir),
         }
-        if self.database_url:
-            env["JOBQUEUE_DATABASE_URL"] = self.kernel_database_url(uid)
+        database = None
+        if self.admin_url is not None and self.database_url is not None:
+            role = kernel_database.make_role(self.admin_url, self.database_url)
+            env["JOBQUEUE_DATABASE_URL"] = role.url
+            database = (self.admin_url, role.name)
         if uid is not None:
             for path in [folder, *folder.rglob("*")]:
                 os.chown(path, uid, uid, follow_symlinks=False)
@@ -378,7 +387,7 @@ class Sandbox:
             prefix = self._setpriv(uid)
         else:
             prefix = []
-        return _manager(folder, prefix, env, uid)
+        return _manager(folder, prefix, env, uid, database)
 
     def _setpriv(self, uid: int) -> list[str]:
         return [
