@@ -178,6 +178,13 @@ def test_a_condition_is_evaluated_on_the_reported_operands(
     assert capture.holds(node, operands) is holds
 
 
+def test_not_a_number_equals_nothing_once_decoded_either() -> None:
+    [node] = capture.conditions("check_that('c', [a] == [b], '')")
+    operands = [plain.decode(plain.encode([math.nan]))[0] for _ in range(2)]  # type: ignore[index]
+    assert capture.holds(node, [[operands[0]], [operands[1]]]) is False
+    assert plain.decode("[NaN, NaN]") != plain.decode("[NaN, NaN]")
+
+
 def test_operands_that_cannot_be_compared_are_a_wrong_answer() -> None:
     [node] = capture.conditions("check_that('c', a <= 5, '')")
     with pytest.raises(plain.NotPlainError, match="could not be compared"):

@@ -310,4 +310,6 @@ def _rebuild(raw: object, *, key: bool) -> object:
                 raise NotPlainError("the value could not be read: a dict entry is not a pair")
             result[_rebuild(pair[0], key=True)] = _rebuild(pair[1], key=False)
         return result
+    if isinstance(raw, float) and raw != raw:
+        return float("nan")  # a NaN of its own: json gives every NaN one object, and [x] == [x] holds
     return raw
