@@ -431,7 +431,7 @@ def test_each_graded_kernel_reaches_postgresql_as_a_role_of_its_own(pg_url: str,
     os.geteuid() != 0, reason="kernels get user ids of their own only when the grader is root"
 )
 @pytest.mark.parametrize("mode", ["bubblewrap", "unprivileged user"])
-def test_what_a_kernel_leaves_running_ends_with_it(mode: str) -> None:
+def test_what_a_kernel_leaves_running_ends_with_its_seat(mode: str) -> None:
     import tempfile
 
     import nbformat
@@ -445,21 +445,55 @@ def test_what_a_kernel_leaves_running_ends_with_it(mode: str) -> None:
         if mode == "bubblewrap" and sandbox.mode != "bubblewrap":
             pytest.skip("bubblewrap does not work here")
         sandbox.mode = mode
-        uid = sandbox.new_uid()
-        assert uid is not None
         # A process in a session of its own, the kernel's grandchild: not in its process group.
         escape = (
-            "import subprocess\nsubprocess.Popen(['setsid', '-f', 'sleep', '600'])\nprint('left running')\n"
+            "import subprocess\nsubprocess.run(['setsid', '-f', 'sleep', '600'])\nprint('left running')\n"
         )
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(escape)])
-        execute_all(nb, folder, sandbox=sandbox, uid=uid)
-        assert nb.cells[0].outputs[0].get("text") == "left running\n", nb.cells[0].outputs
-        left = [
-            p.pid
-            for p in psutil.process_iter(["uids"])
-            if uid in (p.info["uids"].real, p.info["uids"].effective)
-        ]
-        assert left == []
+        with sandbox.seat() as seat:
+            assert seat.uid is not None
+            execute_all(nb, folder, sandbox=sandbox, seat=seat)
+            assert nb.cells[0].outputs[0].get("text") == "left running\n", nb.cells[0].outputs
+            running = [p for p in psutil.process_iter(["uids", "cmdline"]) if p.info["uids"].real == seat.uid]
+            if mode == "unprivileged user":  # the kernel has ended, and this has not (bubblewrap's has)
+                assert ["sleep", "600"] in [p.info["cmdline"] for p in running]
+        left = [p for p in psutil.process_iter(["uids", "cmdline"]) if p.info["uids"].real == seat.uid]
+        assert [p.info["cmdline"] for p in left] == []
     finally:
         sandbox.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="kernels get user ids of their own only under root")
+def test_a_user_id_another_grading_run_holds_is_not_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from jobqueue.teaching import sandbox as module
+
+    # Ids no kernel of a real run uses, and a lock folder of this test's own.
+    monkeypatch.setattr(module, "FIRST_UID", 70000)
+    monkeypatch.setattr(module, "PROBE_UID", 70002)
+    monkeypatch.setattr(module, "UID_LOCKS", tmp_path / "locks")
+    (tmp_path / "locks").mkdir()
+    hold = (
+        "import fcntl, os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", hold, str(tmp_path / "locks" / "70000")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as other_run:
+        assert other_run.stdout is not None and other_run.stdout.readline() == "held\n"
+        box = Sandbox("bubblewrap", tmp_path, as_root=True)
+        with box.seat() as seat:
+            assert seat.uid == 70001
+            with pytest.raises(module.SandboxError, match="every kernel user id"), box.seat():
+                pass
+        with box.seat() as again:  # given back when its seat ended
+            assert again.uid == 70001
+        other_run.kill()

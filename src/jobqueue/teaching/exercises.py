@@ -44,7 +44,7 @@ from nbformat import NotebookNode
 from jobqueue.teaching import capture, output_cap
 from jobqueue.teaching.checks import Verdict, check_labels
 from jobqueue.teaching.notebooks import CELL_TIMEOUT_S, dumps, normalize, read, write
-from jobqueue.teaching.sandbox import Sandbox, kernel_manager
+from jobqueue.teaching.sandbox import Sandbox, Seat, kernel_manager
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
@@ -256,7 +256,7 @@ def execute_all(
     folder: Path,
     *,
     sandbox: Sandbox | None = None,
-    uid: int | None = None,
+    seat: Seat | None = None,
 ) -> NotebookNode:
     """Run every cell of ``nb`` in a fresh kernel in ``folder``, going on past errors.
 
@@ -271,7 +271,7 @@ def execute_all(
     (startup / "00-output-cap.py").write_text(output_cap.STARTUP, encoding="utf-8")
     client = NotebookClient(
         nb,
-        kernel_manager_class=kernel_manager(folder, ipython_dir, sandbox, uid),
+        kernel_manager_class=kernel_manager(folder, ipython_dir, sandbox, seat),
         timeout=CELL_TIMEOUT_S,
         allow_errors=True,
         resources={"metadata": {"path": str(folder)}},
@@ -311,7 +311,7 @@ def run_checks(
     definitions: Mapping[str, NotebookNode] | None = None,
     stray: Sequence[NotebookNode] = (),
     sandbox: Sandbox | None = None,
-    uid: int | None = None,
+    seat: Seat | None = None,
 ) -> CheckResult:
     """Run ``nb`` (fresh kernel, every cell) and judge each check's value in this process.
 
@@ -328,7 +328,7 @@ def run_checks(
         stray: cells the learner added away from the answers, named when they define a
             missing name.
         sandbox: the grader's isolation for the kernel (None: the caller's environment).
-        uid: the kernel's user id in ``sandbox``.
+        seat: what the kernel is given in ``sandbox`` (:meth:`Sandbox.seat`).
     """
     expected = {cell.id: copy.deepcopy(cell.outputs) for cell in nb.cells if cell.cell_type == "code"}
     code_cells = [cell for cell in nb.cells if cell.cell_type == "code"]
@@ -343,7 +343,7 @@ def run_checks(
             conditions[cell.id] = capture.conditions(_python_source(cell.source))
             cell.source = capture.rewrite_check_cell(_python_source(cell.source), nonces[cell.id])
     with tempfile.TemporaryDirectory(prefix="jq-check-") as tmp:
-        execute_all(nb, Path(tmp), sandbox=sandbox, uid=uid)
+        execute_all(nb, Path(tmp), sandbox=sandbox, seat=seat)
     namer = _Namer(code_cells, definitions or {}, stray)
     problems: list[str] = []
     printed: list[str] = []
@@ -497,7 +497,7 @@ def resolve(exercise: str, cwd: Path) -> tuple[Path, Path]:
 
 
 def check_exercise(
-    learner_path: Path, solution_path: Path, *, sandbox: Sandbox | None = None, uid: int | None = None
+    learner_path: Path, solution_path: Path, *, sandbox: Sandbox | None = None, seat: Seat | None = None
 ) -> CheckResult:
     """Check the learner's notebook against the exercise generated from the solution.
 
@@ -505,7 +505,7 @@ def check_exercise(
         learner_path: the learner's notebook.
         solution_path: the solution it is checked against.
         sandbox: the grader's isolation for the kernel (None for ``make check``).
-        uid: the kernel's user id in ``sandbox``.
+        seat: what the kernel is given in ``sandbox`` (:meth:`Sandbox.seat`).
     """
     solution = read(solution_path)
     pristine = make_exercise(solution, expected_outputs=True)
@@ -514,7 +514,7 @@ def check_exercise(
     definitions = {cell.id: cell for cell in solution.cells if BEGIN in cell.source}
     stray = stray_cells(pristine, learner)
     return run_checks(
-        merged, learner_path.stem, definitions=definitions, stray=stray, sandbox=sandbox, uid=uid
+        merged, learner_path.stem, definitions=definitions, stray=stray, sandbox=sandbox, seat=seat
     )
 
 

@@ -6,8 +6,9 @@ modules loaded) with a limit on the size of files it writes and a temporary fold
 this process removes, a kernel started in the grader's :class:`~jobqueue.teaching.sandbox.Sandbox`
 (its own folder, user id, file system view and process list, as the machine allows), each
 cell's output capped inside the kernel (:mod:`jobqueue.teaching.output_cap`), and a time
-limit after which the process and its kernel are killed (outside bubblewrap, a process the
-kernel detaches with ``setsid`` survives). The result comes back through a pipe the kernel
+limit after which the process and its kernel are killed (and, where the kernel has a user
+id of its own, every process left running as it, see :meth:`Sandbox.seat`; in mode ``none``
+a process the kernel detaches with ``setsid`` survives). The result comes back through a pipe the kernel
 does not inherit: in bubblewrap it cannot see this process at all, as another user id it
 cannot open its descriptors under ``/proc``; in mode ``none`` it could.
 """
@@ -24,7 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from jobqueue.teaching.exercises import ExerciseError, check_exercise
-from jobqueue.teaching.sandbox import Sandbox
+from jobqueue.teaching.sandbox import Sandbox, Seat
 
 STARTUP_LIMIT_S = 120.0
 """Longest a new checking process may take to load, before the notebook's time starts, in seconds."""
@@ -38,7 +39,7 @@ a module that imports ``jobqueue.teaching.exercises`` would clash with running i
 
 
 def _check_in_child(
-    conn: Connection, learner: str, solution: str, workdir: str, sandbox: Sandbox | None, uid: int | None
+    conn: Connection, learner: str, solution: str, workdir: str, sandbox: Sandbox | None, seat: Seat | None
 ) -> None:
     """Child: send ``("ready", None)``, check, then send ``("ok", CheckResult)`` or ``("error", reason)``.
 
@@ -54,7 +55,7 @@ def _check_in_child(
     try:
         result: tuple[str, object] = (
             "ok",
-            check_exercise(Path(learner), Path(solution), sandbox=sandbox, uid=uid),
+            check_exercise(Path(learner), Path(solution), sandbox=sandbox, seat=seat),
         )
     except ExerciseError as exc:
         result = ("error", str(exc).replace(learner, Path(learner).name))
@@ -111,11 +112,11 @@ def check_isolated(
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(PRELOAD))  # each child forks with these loaded
     receiver, sender = context.Pipe(duplex=False)
-    uid = sandbox.new_uid() if sandbox is not None else None
+    seat = sandbox.seat() if sandbox is not None else contextlib.nullcontext(None)
     folder = tempfile.TemporaryDirectory(prefix=f"grade-{solution_path.stem}-", ignore_cleanup_errors=True)
-    with folder as workdir:
+    with folder as workdir, seat as given:  # the seat ends first: then the folder goes
         os.chmod(workdir, 0o711)  # a kernel of another user id may pass through to its own folder
-        args = (sender, str(learner_path), str(solution_path), workdir, sandbox, uid)
+        args = (sender, str(learner_path), str(solution_path), workdir, sandbox, given)
         process = context.Process(target=_check_in_child, args=args, daemon=True)
         process.start()
         sender.close()
@@ -132,4 +133,4 @@ def check_isolated(
             return ("error", f"the checker stopped (exit status {process.exitcode})")
         finally:
             receiver.close()
-            _kill(process)
+            _kill(process)  # then the seat ends what the kernel left behind, and its database role

@@ -30,18 +30,18 @@ from the read-only copy, never from the course's editable source tree.
 
 from __future__ import annotations
 
-import collections
 import compileall
 import contextlib
+import fcntl
 import os
-import secrets
+import random
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,13 +52,16 @@ import jobqueue
 from jobqueue.teaching import kernel_database
 
 FIRST_UID = 62000
-"""First user id given to a kernel when the grader runs as root (see :meth:`Sandbox.new_uid`)."""
+"""First user id given to a kernel when the grader runs as root (see :meth:`Sandbox.seat`)."""
 
 UIDS = 2000
-"""How many user ids, from :data:`FIRST_UID`, kernels are given."""
+"""How many user ids from :data:`FIRST_UID` there are for kernels and the probe."""
 
-RECENT_UIDS = 256
-"""How many of the user ids it gave last a sandbox does not give again."""
+PROBE_UID = FIRST_UID + UIDS - 1
+"""The user id :meth:`Sandbox.create` tries kernels with (never given to one)."""
+
+UID_LOCKS = Path("/run/jobqueue-kernel-uids")
+"""Where a lock file per user id says a kernel has it (only root can make this folder)."""
 
 SOCKET_FOLDER = "/run/jobqueue-postgres"
 """Where a kernel in bubblewrap finds the database's Unix socket (and nothing else of its folder)."""
@@ -68,6 +71,47 @@ MODES = ("bubblewrap", "unprivileged user", "none")
 
 
 _giving = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Seat:
+    """What one graded kernel is given (see :meth:`Sandbox.seat`).
+
+    Attributes:
+        uid: its user id (None unless the grader runs as root).
+        database_url: its database URL, with a role and password of its own (None if the
+            run has no database).
+    """
+
+    uid: int | None
+    database_url: str | None = None
+
+
+@contextlib.contextmanager
+def _reserved_uid() -> Iterator[int]:
+    """A kernel user id no process runs as, locked in :data:`UID_LOCKS` until the block ends."""
+    import psutil
+
+    UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    with _giving:  # one pick at a time in this process; the locks keep other processes apart
+        running = [p.info.get("uids") for p in psutil.process_iter(["uids"])]
+        busy = {ids.real for ids in running if ids is not None}
+        candidates = [uid for uid in range(FIRST_UID, PROBE_UID) if uid not in busy]
+        random.shuffle(candidates)
+        for uid in candidates:
+            fd = os.open(UID_LOCKS / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # another kernel, of this run or another, holds it
+                os.close(fd)
+                continue
+            break
+        else:
+            raise SandboxError(f"every kernel user id ({FIRST_UID} to {PROBE_UID - 1}) is in use")
+    try:
+        yield uid
+    finally:
+        os.close(fd)
 
 
 class SandboxError(Exception):
@@ -85,7 +129,6 @@ class _Launcher(AsyncKernelManager):
     jq_prefix: tuple[str, ...] = ()
     jq_env: Mapping[str, str] = {}
     jq_owner: int | None = None
-    jq_database: tuple[str, str] | None = None  # the grader's URL and the kernel's role
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("transport", "ipc")
@@ -108,17 +151,6 @@ class _Launcher(AsyncKernelManager):
         kw.setdefault("stderr", subprocess.DEVNULL)
         result: tuple[list[str], dict[str, Any]] = await super()._async_pre_start_kernel(**kw)
         return result
-
-    async def _async_cleanup_resources(self, restart: bool = False) -> None:
-        """After the kernel, end every process still running as its user id, and drop its database role.
-
-        The kernel may have forked one into a session of its own, out of its process group.
-        """
-        await super()._async_cleanup_resources(restart=restart)
-        if self.jq_owner is not None and not restart:
-            end_processes_of(self.jq_owner)
-        if self.jq_database is not None and not restart:
-            kernel_database.drop_role(*self.jq_database)
 
 
 def end_processes_of(uid: int) -> int:
@@ -148,24 +180,14 @@ def end_processes_of(uid: int) -> int:
 
 
 def _manager(
-    folder: Path,
-    prefix: list[str],
-    env: dict[str, str],
-    owner: int | None,
-    database: tuple[str, str] | None = None,
+    folder: Path, prefix: list[str], env: dict[str, str], owner: int | None
 ) -> type[AsyncKernelManager]:
-    attributes = {
-        "jq_folder": folder,
-        "jq_prefix": tuple(prefix),
-        "jq_env": env,
-        "jq_owner": owner,
-        "jq_database": database,
-    }
+    attributes = {"jq_folder": folder, "jq_prefix": tuple(prefix), "jq_env": env, "jq_owner": owner}
     return type("SandboxedKernelManager", (_Launcher,), attributes)
 
 
 def kernel_manager(
-    folder: Path, ipython_dir: Path, sandbox: Sandbox | None = None, uid: int | None = None
+    folder: Path, ipython_dir: Path, sandbox: Sandbox | None = None, seat: Seat | None = None
 ) -> type[AsyncKernelManager]:
     """The kernel manager class for one check: its own folder, IPC sockets, the sandbox if given.
 
@@ -174,13 +196,15 @@ def kernel_manager(
         ipython_dir: the ``IPYTHONDIR`` whose start-up files the kernel runs.
         sandbox: the grader's isolation; None for ``make check`` (the learner's own
             environment, minus ``HOME`` and ``TMPDIR``).
-        uid: the kernel's user id in the sandbox (from :meth:`Sandbox.new_uid`).
+        seat: what the kernel is given in the sandbox (from :meth:`Sandbox.seat`).
     """
     if sandbox is None:
         env = dict(os.environ)
         env.update(_own_folder_env(folder, ipython_dir))
         return _manager(folder, [], env, None)
-    return sandbox.kernel_manager(folder, ipython_dir, uid)
+    if seat is None:
+        raise SandboxError("a kernel in a sandbox needs a seat of its own (Sandbox.seat)")
+    return sandbox.kernel_manager(folder, ipython_dir, seat)
 
 
 def ipc_kernel_manager(sockets: Path) -> type[AsyncKernelManager]:
@@ -253,7 +277,6 @@ class Sandbox:
     socket: Path | None = None
     network: bool = False
     _holder: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
-    _given: collections.deque[int] = field(default_factory=lambda: collections.deque(maxlen=RECENT_UIDS))
 
     @classmethod
     def create(cls, *, allow_weak: bool = True) -> Sandbox:
@@ -274,7 +297,7 @@ class Sandbox:
         probe = [sys.executable, "-c", "import jobqueue"]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(packages)}
         folder = Path(tempfile.mkdtemp(prefix="jq-probe-"))
-        uid = FIRST_UID + UIDS - 1 if as_root else None
+        uid = PROBE_UID if as_root else None
         if uid is not None:
             os.chown(folder, uid, uid)
         try:
@@ -328,41 +351,43 @@ class Sandbox:
         self.admin_url = url
         self.database_url = kernels
 
-    def new_uid(self) -> int | None:
-        """A user id for the next kernel (None unless the grader runs as root); call it in the grader.
+    @contextlib.contextmanager
+    def seat(self) -> Iterator[Seat]:
+        """What one kernel is given, held while it runs: a user id (as root), a database role.
 
-        Picked at random among :data:`UIDS` ids from :data:`FIRST_UID`, skipping any id a
-        process runs as (a kernel of another grading run, say) and the last
-        :data:`RECENT_UIDS` this sandbox gave (kernels that may not have started yet). Two
-        grading runs at once rarely meet; as nothing is reserved, they still can.
-
-        Raises:
-            SandboxError: if every one of those ids is in use.
-        """
-        if not self.as_root or self.mode == "none":
-            return None
-        import psutil
-
-        with _giving:  # the grader's threads ask at once
-            busy = {
-                ids.real for p in psutil.process_iter(["uids"]) if (ids := p.info.get("uids")) is not None
-            }
-            busy.update(self._given)
-            free = [uid for uid in range(FIRST_UID, FIRST_UID + UIDS) if uid not in busy]
-            if not free:
-                raise SandboxError(f"every kernel user id ({FIRST_UID} to {FIRST_UID + UIDS - 1}) is in use")
-            uid = secrets.choice(free)
-            self._given.append(uid)
-            return uid
-
-    def kernel_manager(self, folder: Path, ipython_dir: Path, uid: int | None) -> type[AsyncKernelManager]:
-        """The kernel manager class that starts one kernel in this sandbox, in ``folder``, as ``uid``.
+        The user id (None unless the grader runs as root) is one of :data:`UIDS` from
+        :data:`FIRST_UID`, picked at random among those no process runs as, and reserved
+        with a lock in :data:`UID_LOCKS` that other grading runs on the machine respect. The
+        database role (if the run has a database, see :meth:`with_database`) is new
+        (:mod:`jobqueue.teaching.kernel_database`). When the block ends, whatever happened to
+        the kernel (it ended, timed out, was killed), every process still running as the
+        user id is killed (one the kernel detached with ``setsid`` included), the role is
+        dropped with its sessions and databases, and the user id is free again.
 
         Raises:
-            SandboxError: if the grader runs as root and ``uid`` is None.
+            SandboxError: if every user id is in use.
+            psycopg.Error: if the database refuses to make the role.
         """
-        if self.as_root and uid is None:
-            raise SandboxError("a kernel started by root needs a user id of its own (Sandbox.new_uid)")
+        with contextlib.ExitStack() as held:
+            uid = held.enter_context(_reserved_uid()) if self.as_root and self.mode != "none" else None
+            if uid is not None:
+                held.callback(end_processes_of, uid)
+            url = None
+            if self.admin_url is not None and self.database_url is not None:
+                role = kernel_database.make_role(self.admin_url, self.database_url)
+                held.callback(_drop_role, self.admin_url, role.name)
+                url = role.url
+            yield Seat(uid, url)
+
+    def kernel_manager(self, folder: Path, ipython_dir: Path, seat: Seat) -> type[AsyncKernelManager]:
+        """The kernel manager class that starts one kernel in this sandbox, in ``folder``, in ``seat``.
+
+        Raises:
+            SandboxError: if the grader runs as root and ``seat`` has no user id.
+        """
+        uid = seat.uid
+        if self.as_root and self.mode != "none" and uid is None:
+            raise SandboxError("a kernel started by root needs a user id of its own (Sandbox.seat)")
         env = {
             "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -371,11 +396,8 @@ class Sandbox:
             "MPLBACKEND": "agg",
             **_own_folder_env(folder, ipython_dir),
         }
-        database = None
-        if self.admin_url is not None and self.database_url is not None:
-            role = kernel_database.make_role(self.admin_url, self.database_url)
-            env["JOBQUEUE_DATABASE_URL"] = role.url
-            database = (self.admin_url, role.name)
+        if seat.database_url is not None:
+            env["JOBQUEUE_DATABASE_URL"] = seat.database_url
         if uid is not None:
             for path in [folder, *folder.rglob("*")]:
                 os.chown(path, uid, uid, follow_symlinks=False)
@@ -387,7 +409,7 @@ class Sandbox:
             prefix = self._setpriv(uid)
         else:
             prefix = []
-        return _manager(folder, prefix, env, uid, database)
+        return _manager(folder, prefix, env, uid)
 
     def _setpriv(self, uid: int) -> list[str]:
         return [
@@ -444,6 +466,14 @@ class Sandbox:
             _make_writable(Path(self._holder.name))
             self._holder.cleanup()
             self._holder = None
+
+
+def _drop_role(admin_url: str, name: str) -> None:
+    """Drop a kernel's role; a server that has gone meanwhile leaves it (it cannot log in)."""
+    import psycopg
+
+    with contextlib.suppress(psycopg.Error):
+        kernel_database.drop_role(admin_url, name)
 
 
 def _runs_as(ids: Any, uid: int) -> bool:
