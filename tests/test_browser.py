@@ -1,7 +1,8 @@
 """The course in a real browser: JupyterLab in headless Chromium, driven by Playwright.
 
 Runs lesson 02 (the backoff picture appears; the explorer's summary follows its controls)
-and takes the lesson 16 quiz to a verdict, on a throwaway copy of the course. Screenshots
+and takes the lesson 16 quiz to a verdict (an empty Submit first asks for answers, every
+answer box fits its question, Tab indents in a code box), on a throwaway copy of the course. Screenshots
 land in screenshots/ (git-ignored). Needs /usr/bin/chromium (or $JOBQUEUE_CHROMIUM) and
 the `playwright` package; without either the tests skip and say which piece is missing.
 """
@@ -35,9 +36,10 @@ from browser_support import (
 )
 
 from jobqueue.teaching.notebooks import KERNELSPEC, LANGUAGE_INFO
+from jobqueue.teaching.quiz_widgets import NOTHING_ANSWERED
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Page
+    from playwright.sync_api import Locator, Page
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "screenshots"
@@ -218,6 +220,7 @@ def take_the_quiz(page: Page, lab: LabServer) -> str:
     # The first quiz on the page: the code cell that shows the first Submit button.
     quiz = current_notebook(page).locator(".jp-CodeCell").filter(has=page.locator(".quiz-submit")).first
     quiz.wait_for(state="attached")
+    checks = [submit_nothing(quiz), boxes_fit(quiz), tab_indents(quiz)]
     answered = answer_quiz_questions(quiz)
     assert answered > 0, "the quiz shows no .quiz-question"
 
@@ -234,7 +237,60 @@ def take_the_quiz(page: Page, lab: LabServer) -> str:
     assert VERDICT.search(text), text
     verdict.scroll_into_view_if_needed()
     shot = screenshot(page, "quiz_verdict")
-    return f"quiz verdict after answering {answered} questions: {text!r}\n  screenshot: {shot}"
+    return "\n  ".join(
+        [*checks, f"quiz verdict after answering {answered} questions: {text!r}", f"screenshot: {shot}"]
+    )
+
+
+def submit_nothing(quiz: Locator) -> str:
+    """Submit with nothing answered asks for answers, and leaves Submit and the boxes usable."""
+    submit = quiz.locator(".quiz-submit").first
+    submit.scroll_into_view_if_needed()
+    submit.click()
+    verdict = quiz.locator(".quiz-verdict").first
+    quiz.page.wait_for_function(
+        "([el, text]) => el.innerText.includes(text)", arg=[verdict.element_handle(), NOTHING_ANSWERED]
+    )
+    assert not VERDICT.search(widget_text(verdict)), widget_text(verdict)
+    assert submit.is_enabled(), "an empty Submit locked the quiz"
+    assert quiz.locator(".quiz-input textarea:disabled, .quiz-input input:disabled").count() == 0
+    shot = screenshot(quiz.page, "quiz_empty_submit")
+    return f"empty Submit says {widget_text(verdict)!r}, nothing locked; screenshot: {shot}"
+
+
+def boxes_fit(quiz: Locator) -> str:
+    """Every answer box lies within its question, neither clipped nor wider than the column."""
+    spills = quiz.locator(".quiz-question").evaluate_all(
+        """questions => questions.flatMap((q, i) => [...q.querySelectorAll('.quiz-input')].map(box => {
+             const inner = box.querySelector('textarea') ?? box;
+             const b = inner.getBoundingClientRect(), c = q.getBoundingClientRect();
+             return [i + 1, Math.round(b.left - c.left), Math.round(c.right - b.right),
+                     inner.scrollWidth - inner.clientWidth, q.scrollWidth - q.clientWidth];
+           })).filter(([, left, right, over, qOver]) => left < 0 || right < 0 || qOver > 0)"""
+    )
+    assert not spills, (
+        f"answer boxes out of their question ([question, left, right, ..., overflow]): {spills}"
+    )
+    return "every answer box fits inside its question"
+
+
+def tab_indents(quiz: Locator) -> str:
+    """Tab in a code answer box indents there; the focus stays in the box."""
+    box = quiz.locator(".quiz-kind-code .quiz-input textarea").first
+    box.scroll_into_view_if_needed()
+    before = box.input_value()
+    box.click()
+    box.press("Control+End")
+    box.press("Enter")
+    box.press("Tab")
+    box.type("return []")
+    after = box.input_value()
+    assert after == before + "\n    return []", f"Tab did not indent in the code box: {after!r}"
+    assert box.evaluate("el => document.activeElement === el"), "Tab moved the focus out of the code box"
+    box.press("Shift+Tab")
+    assert box.input_value() == before + "\nreturn []", box.input_value()
+    shot = screenshot(quiz.page, "quiz_tab_indents")
+    return f"Tab indents in a code box and keeps the focus; screenshot: {shot}"
 
 
 EXERCISE_02 = "exercises/02_backoff.ipynb"
