@@ -1,6 +1,7 @@
 import re
 
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from jobqueue import InvalidSettingError
 from jobqueue.teaching.backlog import explore_backlog, simulate_queue
@@ -77,3 +78,18 @@ def test_storm_figure_has_a_line_per_policy() -> None:
         assert lines[run.policy] == list(run.load_per_s)
     with pytest.raises(InvalidSettingError, match="at least one run"):
         storm_figure([])
+
+
+def test_storm_figure_legend_hides_no_point_of_any_line() -> None:
+    runs = [simulate_storm(policy, seed=7) for policy in POLICIES]  # lesson 14's runs
+    fig = storm_figure(runs)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    (legend,) = fig.legends
+    box = legend.get_window_extent(canvas.get_renderer())
+    ax = fig.axes[0]
+    for line in ax.get_lines():
+        points = ax.transData.transform(line.get_xydata())
+        assert not any(box.contains(x, y) for x, y in points), (
+            f"the legend hides a point of {line.get_label()}"
+        )
