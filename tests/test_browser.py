@@ -190,6 +190,9 @@ def move_the_explorer(page: Page) -> str:
     picture = scope.locator(".backoff-picture img, img.backoff-picture").first
     picture_before = picture.get_attribute("src") if picture.count() else None
 
+    if picture_before is not None:  # drawn at least as wide as it is shown: scaled down, never up
+        natural, shown = picture.evaluate("img => [img.naturalWidth, img.clientWidth]")
+        assert natural >= shown, f"the explorer's picture is stretched from {natural} to {shown} px"
     base_s = nudge_slider(scope, "base_s")
     after_slider = wait_text_changes(summary, before)
     if picture_before is not None:
