@@ -2,7 +2,8 @@
 
 Runs lesson 02 (the backoff picture appears; the explorer's summary follows its controls)
 and takes the lesson 16 quiz to a verdict (an empty Submit first asks for answers, every
-answer box fits its question, Tab indents in a code box), on a throwaway copy of the course. Screenshots
+answer box fits its question, Tab indents in a code box), and opens every lesson to check
+that no cell scrolls sideways, on a throwaway copy of the course. Screenshots
 land in screenshots/ (git-ignored). Needs /usr/bin/chromium (or $JOBQUEUE_CHROMIUM) and
 the `playwright` package; without either the tests skip and say which piece is missing.
 """
@@ -335,19 +336,47 @@ def test_exercise_with_a_wrong_answer_shows_every_verdict_and_the_summary(
         assert saved["metadata"] == {"kernelspec": KERNELSPEC, "language_info": LANGUAGE_INFO}
 
 
-@pytest.mark.parametrize("relpath", ["lessons/07_idempotent_consumer.ipynb", "lessons/11_production.ipynb"])
-def test_lesson_code_fits_the_page(
+LESSONS = sorted(f"lessons/{path.name}" for path in (ROOT / "lessons").glob("*.ipynb"))
+# Cells (counted from 0, markdown and code) known to scroll sideways, allowed until fixed.
+# Issue 22: lesson 12's code cells 15 and 17 (prompts [8] and [9]) hold lines of 133
+# characters, and cell 9 (prompt [5]) one of 123, 5 px too wide; lesson 12's code cells are
+# being edited in another change, so they are not edited here.
+KNOWN_WIDE = {"lessons/12_postgres.ipynb": {9, 15, 17}}
+
+# Every element of each cell that could scroll sideways (code, outputs, prose), as
+# [cell index, what, scroll width, client width] where it is wider than its box.
+_WIDE_CELLS_JS = """
+panel => {
+  const parts = '.cm-scroller, .jp-OutputArea-output, .jp-OutputArea-output *, '
+              + '.jp-RenderedMarkdown, .jp-RenderedMarkdown *';
+  const scrolls = el => el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'visible';
+  return [...panel.querySelectorAll('.jp-Cell')].flatMap((cell, index) => {
+    const right = cell.getBoundingClientRect().right + 1;
+    return [...cell.querySelectorAll(parts)]
+      .filter(el => scrolls(el) || el.getBoundingClientRect().right > right)
+      .map(el => [index, el.classList[0] ?? el.tagName, el.scrollWidth, el.clientWidth]);
+  });
+}
+"""
+
+
+@pytest.mark.parametrize("relpath", LESSONS)
+def test_lesson_fits_the_page(
     page: Page, lab: LabServer, relpath: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """No code cell scrolls sideways: every line is visible without scrolling."""
+    """No cell of any lesson scrolls sideways: code, outputs and prose fit the page's width."""
     with screenshot_on_failure(page, f"{Path(relpath).stem}_width"):
         open_notebook(page, lab, relpath)
-        scrollers = current_notebook(page).locator(".jp-CodeCell .cm-scroller")
-        scrollers.first.wait_for()
-        widths = scrollers.evaluate_all("els => els.map(el => [el.scrollWidth, el.clientWidth])")
-        too_wide = [(i, w) for i, w in enumerate(widths) if w[0] > w[1] + 1]
-        assert not too_wide, f"code cells wider than the page (index, [scroll, client]): {too_wide}"
-        wide = current_notebook(page).locator(".jp-CodeCell").filter(has_text="--handlers").first
-        if wide.count():
-            wide.scroll_into_view_if_needed()
-        announce(capsys, f"screenshot: {screenshot(page, Path(relpath).stem + '_code')}")
+        notebook = current_notebook(page)
+        notebook.locator(".jp-Cell").last.wait_for()
+        wide = notebook.evaluate(_WIDE_CELLS_JS)
+        known = KNOWN_WIDE.get(relpath, set())
+        too_wide = [w for w in wide if w[0] not in known]
+        assert not too_wide, f"cells wider than the page ([cell, element, scroll, client]): {too_wide}"
+        assert known <= {w[0] for w in wide}, (
+            f"a known wide cell of {relpath} fits now: drop it from KNOWN_WIDE"
+        )
+        announce(
+            capsys,
+            f"{relpath}: every cell fits the page" + (f" but the known {sorted(known)}" if known else ""),
+        )
