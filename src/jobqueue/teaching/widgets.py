@@ -56,9 +56,10 @@ class SummaryAndPicture(ABC):
     def __init__(self, prefix: str) -> None:
         self.summary_label = ipywidgets.HTML()
         self.summary_label.add_class(f"{prefix}-summary")
-        # Shown as wide as the notebook's column, height in proportion (about 960 px wide
-        # in a 1400 px window); drawn at PICTURE_DPI, so it is scaled down there, never up.
-        self.picture = ipywidgets.Image(format="png", layout=ipywidgets.Layout(width="100%", height="auto"))
+        # The box stretches the picture to its column's width, height in proportion (964 px
+        # wide in a 1400 px window); drawn at PICTURE_DPI, it is scaled down there, never up.
+        # (A layout width of 100% would add the widget's 2 px margins and overflow by 4 px.)
+        self.picture = ipywidgets.Image(format="png")
         self.picture.add_class(f"{prefix}-picture")
         self._summary = ""
 
