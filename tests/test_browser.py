@@ -279,7 +279,7 @@ def boxes_fit(quiz: Locator) -> str:
 
 
 def tab_indents(quiz: Locator) -> str:
-    """Tab in a code answer box indents there; the focus stays in the box."""
+    """Tab in a code answer box indents there and keeps the focus; Escape, then Tab, moves on."""
     box = quiz.locator(".quiz-kind-code .quiz-input textarea").first
     box.scroll_into_view_if_needed()
     before = box.input_value()
@@ -293,6 +293,16 @@ def tab_indents(quiz: Locator) -> str:
     assert box.evaluate("el => document.activeElement === el"), "Tab moved the focus out of the code box"
     box.press("Shift+Tab")
     assert box.input_value() == before + "\nreturn []", box.input_value()
+    box.press("Control+a")  # several lines selected: Tab indents each, Shift+Tab takes it back
+    box.press("Tab")
+    indented = "\n".join("    " + line if line else line for line in (before + "\nreturn []").split("\n"))
+    assert box.input_value() == indented, box.input_value()
+    box.press("Shift+Tab")
+    assert box.input_value() == before + "\nreturn []", box.input_value()
+    box.press("Escape")  # then Tab leaves the box, so the keyboard is never trapped in it
+    quiz.page.keyboard.press("Tab")
+    assert box.evaluate("el => document.activeElement !== el"), "Escape, Tab did not leave the code box"
+    assert box.input_value() == before + "\nreturn []", "Escape, Tab changed the code"
     shot = screenshot(quiz.page, "quiz_tab_indents")
     return f"Tab indents in a code box and keeps the focus; screenshot: {shot}"
 

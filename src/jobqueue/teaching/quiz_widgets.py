@@ -146,7 +146,8 @@ class QuizWidget:
             self._parts += [box, prompt, field, output]
         intro = widgets.HTML(
             value=f"<p>Answer all {size} questions, then press <b>Submit</b>. You need "
-            f"{self.quiz.pass_mark} right to pass. <b>New quiz</b> draws {size} other questions.</p>"
+            f"{self.quiz.pass_mark} right to pass. <b>New quiz</b> draws {size} other questions. "
+            "In a code box, Tab indents; press Escape, then Tab, to move on.</p>"
         )
         buttons = widgets.HBox([self.submit, self.retry])
         self._parts += [intro, buttons]
