@@ -1,7 +1,9 @@
 """The course in a real browser: JupyterLab in headless Chromium, driven by Playwright.
 
 Runs lesson 02 (the backoff picture appears; the explorer's summary follows its controls)
-and takes the lesson 16 quiz to a verdict, on a throwaway copy of the course. Screenshots
+and takes the lesson 16 quiz to a verdict (an empty Submit first asks for answers, every
+answer box fits its question, Tab indents in a code box), and opens every lesson to check
+that no cell scrolls sideways, on a throwaway copy of the course. Screenshots
 land in screenshots/ (git-ignored). Needs /usr/bin/chromium (or $JOBQUEUE_CHROMIUM) and
 the `playwright` package; without either the tests skip and say which piece is missing.
 """
@@ -35,9 +37,10 @@ from browser_support import (
 )
 
 from jobqueue.teaching.notebooks import KERNELSPEC, LANGUAGE_INFO
+from jobqueue.teaching.quiz_widgets import NOTHING_ANSWERED
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Page
+    from playwright.sync_api import Locator, Page
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "screenshots"
@@ -188,6 +191,9 @@ def move_the_explorer(page: Page) -> str:
     picture = scope.locator(".backoff-picture img, img.backoff-picture").first
     picture_before = picture.get_attribute("src") if picture.count() else None
 
+    if picture_before is not None:  # drawn at least as wide as it is shown: scaled down, never up
+        natural, shown = picture.evaluate("img => [img.naturalWidth, img.clientWidth]")
+        assert natural >= shown, f"the explorer's picture is stretched from {natural} to {shown} px"
     base_s = nudge_slider(scope, "base_s")
     after_slider = wait_text_changes(summary, before)
     if picture_before is not None:
@@ -218,6 +224,7 @@ def take_the_quiz(page: Page, lab: LabServer) -> str:
     # The first quiz on the page: the code cell that shows the first Submit button.
     quiz = current_notebook(page).locator(".jp-CodeCell").filter(has=page.locator(".quiz-submit")).first
     quiz.wait_for(state="attached")
+    checks = [submit_nothing(quiz), boxes_fit(quiz), tab_indents(quiz)]
     answered = answer_quiz_questions(quiz)
     assert answered > 0, "the quiz shows no .quiz-question"
 
@@ -234,7 +241,70 @@ def take_the_quiz(page: Page, lab: LabServer) -> str:
     assert VERDICT.search(text), text
     verdict.scroll_into_view_if_needed()
     shot = screenshot(page, "quiz_verdict")
-    return f"quiz verdict after answering {answered} questions: {text!r}\n  screenshot: {shot}"
+    return "\n  ".join(
+        [*checks, f"quiz verdict after answering {answered} questions: {text!r}", f"screenshot: {shot}"]
+    )
+
+
+def submit_nothing(quiz: Locator) -> str:
+    """Submit with nothing answered asks for answers, and leaves Submit and the boxes usable."""
+    submit = quiz.locator(".quiz-submit").first
+    submit.scroll_into_view_if_needed()
+    submit.click()
+    verdict = quiz.locator(".quiz-verdict").first
+    quiz.page.wait_for_function(
+        "([el, text]) => el.innerText.includes(text)", arg=[verdict.element_handle(), NOTHING_ANSWERED]
+    )
+    assert not VERDICT.search(widget_text(verdict)), widget_text(verdict)
+    assert submit.is_enabled(), "an empty Submit locked the quiz"
+    assert quiz.locator(".quiz-input textarea:disabled, .quiz-input input:disabled").count() == 0
+    shot = screenshot(quiz.page, "quiz_empty_submit")
+    return f"empty Submit says {widget_text(verdict)!r}, nothing locked; screenshot: {shot}"
+
+
+def boxes_fit(quiz: Locator) -> str:
+    """Every answer box lies within its question, neither clipped nor wider than the column."""
+    spills = quiz.locator(".quiz-question").evaluate_all(
+        """questions => questions.flatMap((q, i) => [...q.querySelectorAll('.quiz-input')].map(box => {
+             const inner = box.querySelector('textarea') ?? box;
+             const b = inner.getBoundingClientRect(), c = q.getBoundingClientRect();
+             return [i + 1, Math.round(b.left - c.left), Math.round(c.right - b.right),
+                     inner.scrollWidth - inner.clientWidth, q.scrollWidth - q.clientWidth];
+           })).filter(([, left, right, over, qOver]) => left < 0 || right < 0 || qOver > 0)"""
+    )
+    assert not spills, (
+        f"answer boxes out of their question ([question, left, right, ..., overflow]): {spills}"
+    )
+    return "every answer box fits inside its question"
+
+
+def tab_indents(quiz: Locator) -> str:
+    """Tab in a code answer box indents there and keeps the focus; Escape, then Tab, moves on."""
+    box = quiz.locator(".quiz-kind-code .quiz-input textarea").first
+    box.scroll_into_view_if_needed()
+    before = box.input_value()
+    box.click()
+    box.press("Control+End")
+    box.press("Enter")
+    box.press("Tab")
+    box.type("return []")
+    after = box.input_value()
+    assert after == before + "\n    return []", f"Tab did not indent in the code box: {after!r}"
+    assert box.evaluate("el => document.activeElement === el"), "Tab moved the focus out of the code box"
+    box.press("Shift+Tab")
+    assert box.input_value() == before + "\nreturn []", box.input_value()
+    box.press("Control+a")  # several lines selected: Tab indents each, Shift+Tab takes it back
+    box.press("Tab")
+    indented = "\n".join("    " + line if line else line for line in (before + "\nreturn []").split("\n"))
+    assert box.input_value() == indented, box.input_value()
+    box.press("Shift+Tab")
+    assert box.input_value() == before + "\nreturn []", box.input_value()
+    box.press("Escape")  # then Tab leaves the box, so the keyboard is never trapped in it
+    quiz.page.keyboard.press("Tab")
+    assert box.evaluate("el => document.activeElement !== el"), "Escape, Tab did not leave the code box"
+    assert box.input_value() == before + "\nreturn []", "Escape, Tab changed the code"
+    shot = screenshot(quiz.page, "quiz_tab_indents")
+    return f"Tab indents in a code box and keeps the focus; screenshot: {shot}"
 
 
 EXERCISE_02 = "exercises/02_backoff.ipynb"
@@ -276,19 +346,47 @@ def test_exercise_with_a_wrong_answer_shows_every_verdict_and_the_summary(
         assert saved["metadata"] == {"kernelspec": KERNELSPEC, "language_info": LANGUAGE_INFO}
 
 
-@pytest.mark.parametrize("relpath", ["lessons/07_idempotent_consumer.ipynb", "lessons/11_production.ipynb"])
-def test_lesson_code_fits_the_page(
+LESSONS = sorted(f"lessons/{path.name}" for path in (ROOT / "lessons").glob("*.ipynb"))
+# Cells (counted from 0, markdown and code) known to scroll sideways, allowed until fixed.
+# Issue 22: lesson 12's code cells 15 and 17 (prompts [8] and [9]) hold lines of 133
+# characters, and cell 9 (prompt [5]) one of 123, 5 px too wide; lesson 12's code cells are
+# being edited in another change, so they are not edited here.
+KNOWN_WIDE = {"lessons/12_postgres.ipynb": {9, 15, 17}}
+
+# Every element of each cell that could scroll sideways (code, outputs, prose), as
+# [cell index, what, scroll width, client width] where it is wider than its box.
+_WIDE_CELLS_JS = """
+panel => {
+  const parts = '.cm-scroller, .jp-OutputArea-output, .jp-OutputArea-output *, '
+              + '.jp-RenderedMarkdown, .jp-RenderedMarkdown *';
+  const scrolls = el => el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'visible';
+  return [...panel.querySelectorAll('.jp-Cell')].flatMap((cell, index) => {
+    const right = cell.getBoundingClientRect().right + 1;
+    return [...cell.querySelectorAll(parts)]
+      .filter(el => scrolls(el) || el.getBoundingClientRect().right > right)
+      .map(el => [index, el.classList[0] ?? el.tagName, el.scrollWidth, el.clientWidth]);
+  });
+}
+"""
+
+
+@pytest.mark.parametrize("relpath", LESSONS)
+def test_lesson_fits_the_page(
     page: Page, lab: LabServer, relpath: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """No code cell scrolls sideways: every line is visible without scrolling."""
+    """No cell of any lesson scrolls sideways: code, outputs and prose fit the page's width."""
     with screenshot_on_failure(page, f"{Path(relpath).stem}_width"):
         open_notebook(page, lab, relpath)
-        scrollers = current_notebook(page).locator(".jp-CodeCell .cm-scroller")
-        scrollers.first.wait_for()
-        widths = scrollers.evaluate_all("els => els.map(el => [el.scrollWidth, el.clientWidth])")
-        too_wide = [(i, w) for i, w in enumerate(widths) if w[0] > w[1] + 1]
-        assert not too_wide, f"code cells wider than the page (index, [scroll, client]): {too_wide}"
-        wide = current_notebook(page).locator(".jp-CodeCell").filter(has_text="--handlers").first
-        if wide.count():
-            wide.scroll_into_view_if_needed()
-        announce(capsys, f"screenshot: {screenshot(page, Path(relpath).stem + '_code')}")
+        notebook = current_notebook(page)
+        notebook.locator(".jp-Cell").last.wait_for()
+        wide = notebook.evaluate(_WIDE_CELLS_JS)
+        known = KNOWN_WIDE.get(relpath, set())
+        too_wide = [w for w in wide if w[0] not in known]
+        assert not too_wide, f"cells wider than the page ([cell, element, scroll, client]): {too_wide}"
+        assert known <= {w[0] for w in wide}, (
+            f"a known wide cell of {relpath} fits now: drop it from KNOWN_WIDE"
+        )
+        announce(
+            capsys,
+            f"{relpath}: every cell fits the page" + (f" but the known {sorted(known)}" if known else ""),
+        )

@@ -1,9 +1,10 @@
 import re
 
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from jobqueue import InvalidSettingError
-from jobqueue.teaching.backlog import explore_backlog, simulate_queue
+from jobqueue.teaching.backlog import explore_backlog, format_span, simulate_queue, time_unit_s
 from jobqueue.teaching.backlog_widget import BacklogSimulator
 from jobqueue.teaching.overload_plots import backlog_figure, knee_figure, storm_figure
 from jobqueue.teaching.storms import POLICIES, simulate_storm
@@ -25,6 +26,27 @@ def test_explore_backlog_at_80_percent_matches_the_drain_formula() -> None:
 def test_explore_backlog_past_capacity_never_clears() -> None:
     _, summary = explore_backlog(6, 5, 1.0, 1.0)
     assert "not cleared by t=600s (formula: never)" in summary
+
+
+def test_long_spans_read_in_minutes_or_hours() -> None:
+    assert [time_unit_s(s) for s in (0, 1800, 1801, 3 * 3600, 14_000)] == [1, 1, 60, 60, 3600]
+    assert [format_span(s) for s in (247, 2520, 13_465)] == ["247 s", "42 min", "3.7 h"]
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """A PNG's width and height in pixels, from its IHDR chunk."""
+    assert data.startswith(PNG)
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_simulator_at_extreme_settings_speaks_in_hours_and_draws_crisp() -> None:
+    simulator = BacklogSimulator(arrival_rate_per_s=10, workers=1, service_s=5, poll_interval_s=5)
+    assert simulator.summary.endswith("oldest 8.3 h"), simulator.summary
+    width, height = png_size(bytes(simulator.picture.value))
+    assert width >= 1100, "drawn wider than JupyterLab shows it (about 964 px), so never stretched"
+    assert abs(width / height - 7.5 / 4.2) < 0.01
+    run, _ = explore_backlog(10, 1, 5.0, 5.0)
+    assert backlog_figure(run, unit_s=time_unit_s(max(run.sample_times_s))).axes[1].get_xlabel() == "time (h)"
 
 
 def test_simulator_summary_is_its_text_form_and_moves_with_a_slider() -> None:
@@ -77,3 +99,18 @@ def test_storm_figure_has_a_line_per_policy() -> None:
         assert lines[run.policy] == list(run.load_per_s)
     with pytest.raises(InvalidSettingError, match="at least one run"):
         storm_figure([])
+
+
+def test_storm_figure_legend_hides_no_point_of_any_line() -> None:
+    runs = [simulate_storm(policy, seed=7) for policy in POLICIES]  # lesson 14's runs
+    fig = storm_figure(runs)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    (legend,) = fig.legends
+    box = legend.get_window_extent(canvas.get_renderer())
+    ax = fig.axes[0]
+    for line in ax.get_lines():
+        points = ax.transData.transform(line.get_xydata())
+        assert not any(box.contains(x, y) for x, y in points), (
+            f"the legend hides a point of {line.get_label()}"
+        )

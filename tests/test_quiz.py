@@ -15,7 +15,8 @@ from importlib import resources
 import pytest
 
 from jobqueue import InvalidSettingError
-from jobqueue.teaching.quiz import Quiz, mark, run_async, run_code, run_snippet
+from jobqueue.teaching.code_box import CodeBox
+from jobqueue.teaching.quiz import Quiz, is_answered, mark, run_async, run_code, run_snippet
 from jobqueue.teaching.quiz_bank import (
     KINDS,
     LETTERS,
@@ -25,7 +26,7 @@ from jobqueue.teaching.quiz_bank import (
     normalize_output,
     parse_bank,
 )
-from jobqueue.teaching.quiz_widgets import QuizWidget
+from jobqueue.teaching.quiz_widgets import NOTHING_ANSWERED, QuizWidget
 
 BANK = load_bank()
 PREDICT = [q for q in BANK if q.kind == "predict"]
@@ -321,3 +322,40 @@ def test_the_widget_grades_with_the_same_logic_and_redraws() -> None:
     assert not before & {q.id for q in quiz.questions}
     assert widget.verdict.value == "" and not widget.submit.disabled
     assert "quiz-retry" in widget.retry._dom_classes and "quiz-submit" in widget.submit._dom_classes
+
+
+def test_an_answer_is_missing_blank_or_an_untouched_starter() -> None:
+    quiz = Quiz(rng=random.Random(3))
+    code = next(q for q in quiz.questions if q.kind == "code")
+    choice = next(q for q in quiz.questions if q.kind == "choice")
+    assert not is_answered(choice, None) and not is_answered(choice, "  \n")
+    assert not is_answered(code, code.starter) and not is_answered(code, "\n" + code.starter + "  \n")
+    assert is_answered(code, code.starter + "    return []\n") and is_answered(choice, "b")
+    assert quiz.unanswered([None] * 5) == [1, 2, 3, 4, 5]
+    assert quiz.unanswered({2: "b"}) == [1, 3, 4, 5]
+    with pytest.raises(InvalidSettingError):
+        quiz.unanswered({6: "a"})
+
+
+def test_an_empty_submit_asks_for_answers_and_locks_nothing() -> None:
+    quiz = Quiz(rng=random.Random(3))
+    widget = QuizWidget(quiz)
+    widget.submit.click()  # code boxes still hold their starters: nothing is answered
+    assert widget.verdict.value == f"<b>{NOTHING_ANSWERED}</b>" and widget.last_grade is None
+    assert not widget.submit.disabled and not any(field.disabled for field in widget.inputs)
+    assert all(output.value == "" for output in widget.feedback)
+
+    widget.inputs[0].value = right(quiz.questions[0])  # one answer is enough to be graded
+    widget.submit.click()
+    assert widget.verdict.value == "<b>FAIL: 1 of 5 (you need 4)</b>" and widget.submit.disabled
+
+
+def test_code_answers_go_in_a_code_box_and_every_box_fits_its_question() -> None:
+    widget = QuizWidget(Quiz(rng=random.Random(3)))
+    for field, q in zip(widget.inputs, widget.quiz.questions, strict=True):
+        assert isinstance(field, CodeBox) == (q.kind == "code")
+        assert "quiz-input" in field._dom_classes
+        assert field.layout.width in (None, "auto"), "100% plus the widget margins overflows by 4 px"
+    box = next(f for f in widget.inputs if isinstance(f, CodeBox))
+    assert box.value.startswith(next(q for q in widget.quiz.questions if q.kind == "code").starter)
+    assert "Tab" in CodeBox._esm and "preventDefault" in CodeBox._esm

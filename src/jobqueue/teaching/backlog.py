@@ -373,6 +373,25 @@ def drain_time_s(backlog: float, capacity_per_s: float, arrival_rate_per_s: floa
     return backlog / spare
 
 
+def time_unit_s(span_s: float) -> float:
+    """The unit to show a time span of ``span_s`` seconds in: 1 (s), 60 (min) or 3600 (h).
+
+    Seconds up to half an hour, minutes up to three hours, hours beyond: 13,465 s reads
+    3.7 h, and an axis running to 14,000 s is labelled in hours.
+    """
+    if span_s <= 1800:
+        return 1.0
+    return 60.0 if span_s <= 3 * 3600 else 3600.0
+
+
+def format_span(seconds: float) -> str:
+    """``seconds`` in the unit :func:`time_unit_s` picks: ``"247 s"``, ``"42 min"``, ``"3.7 h"``."""
+    unit = time_unit_s(seconds)
+    if unit == 3600.0:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min" if unit == 60.0 else f"{seconds:.0f} s"
+
+
 EXPLORER_OUTAGE = (120.0, 180.0)
 """The outage in the simulator widget: no claims from t=120 s to t=180 s."""
 
@@ -395,7 +414,8 @@ def explore_backlog(
     The summary gives the utilisation (arrival rate × service time / workers), the
     backlog the outage left, how long after the outage it took to clear (down to one job
     per worker) next to what ``backlog / (capacity − arrival rate)`` predicts, and the
-    oldest job's worst age.
+    oldest job's worst age; times in seconds, or minutes or hours when long
+    (:func:`format_span`).
 
     Raises:
         InvalidSettingError: naming the bad value, as :func:`simulate_queue`.
@@ -413,13 +433,13 @@ def explore_backlog(
     peak = max((n for t, n in zip(run.sample_times_s, run.backlog, strict=True) if t <= outage[1]), default=0)
     cleared = run.drained_at_s(outage[1], threshold=max(1, workers))
     spare = workers / service_s - arrival_rate_per_s
-    formula = f"formula {peak / spare:.0f} s" if spare > 0 else "formula: never"
+    formula = f"formula {format_span(peak / spare)}" if spare > 0 else "formula: never"
     if cleared is None or cleared >= duration_s:
         after = f"not cleared by t={duration_s:g}s ({formula})"
     else:
-        after = f"cleared in {cleared - outage[1]:.0f} s ({formula})"
+        after = f"cleared in {format_span(cleared - outage[1])} ({formula})"
     summary = (
         f"{utilisation:.0%} busy: outage left {peak} waiting, {after}; "
-        f"oldest {max(run.oldest_age_s, default=0):.0f} s"
+        f"oldest {format_span(max(run.oldest_age_s, default=0))}"
     )
     return run, summary

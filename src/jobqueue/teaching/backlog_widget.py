@@ -17,7 +17,7 @@ import itertools
 import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type information
 
 from jobqueue.errors import InvalidSettingError
-from jobqueue.teaching.backlog import EXPLORER_OUTAGE, explore_backlog
+from jobqueue.teaching.backlog import EXPLORER_OUTAGE, explore_backlog, time_unit_s
 from jobqueue.teaching.overload_plots import backlog_figure
 from jobqueue.teaching.widgets import SummaryAndPicture, _slider  # shared with the backoff explorer
 
@@ -40,7 +40,8 @@ class BacklogSimulator(SummaryAndPicture):
     """Sliders for arrival rate, workers, service time and poll interval; a picture; a summary.
 
     Each change re-runs the seeded simulation (600 s of arrivals, an outage from t=120 s
-    to t=180 s) and redraws the backlog and the oldest job's age over time. Display it
+    to t=180 s) and redraws the backlog and the oldest job's age over time, in seconds, or
+    minutes or hours when the backlog takes that long to drain. Display it
     by making it the last expression of a cell.
 
     Args:
@@ -94,4 +95,6 @@ class BacklogSimulator(SummaryAndPicture):
         except InvalidSettingError as error:
             self._show(f"cannot simulate: {error}")
             return
-        self._show(summary, backlog_figure(run, outage=EXPLORER_OUTAGE))
+        # Long runs (a backlog that takes hours to drain) get their time axis in min or h.
+        unit_s = time_unit_s(max(run.sample_times_s, default=0.0))
+        self._show(summary, backlog_figure(run, outage=EXPLORER_OUTAGE, unit_s=unit_s))

@@ -135,6 +135,16 @@ def same_output(given: str, expected: str) -> bool:
     return True
 
 
+def is_answered(question: Question, given: str | None) -> bool:
+    """Whether ``given`` is an answer at all: not missing, not blank, not a code question's starter.
+
+    A code answer box starts out holding the starter, so an untouched one is no answer.
+    """
+    if given is None or not given.strip():
+        return False
+    return not (question.kind == "code" and given.strip() == question.starter.strip())
+
+
 def mark(question: Question, given: str | None) -> Mark:
     """Grade one answer: a letter (or the option's text), printed text, or source code."""
     if given is None or not given.strip():
@@ -279,6 +289,16 @@ class Quiz:
         self.questions = tuple(sorted(chosen, key=lambda q: (q.lesson, rank[q.id])))
         return self.questions
 
+    def unanswered(self, answers: Mapping[int, str] | Sequence[str | None]) -> list[int]:
+        """The numbers (from 1) of the questions that ``answers`` leaves unanswered (:func:`is_answered`).
+
+        Takes ``answers`` as :meth:`grade` does, and raises as it does.
+        """
+        given = self._given(answers)
+        return [
+            n for n, (q, a) in enumerate(zip(self.questions, given, strict=True), 1) if not is_answered(q, a)
+        ]
+
     def grade(self, answers: Mapping[int, str] | Sequence[str | None]) -> Grade:
         """Grade answers to the current draw; nothing is printed.
 
@@ -290,6 +310,11 @@ class Quiz:
             InvalidSettingError: for a question number outside 1..size, or a list of the
                 wrong length.
         """
+        marks = tuple(mark(q, a) for q, a in zip(self.questions, self._given(answers), strict=True))
+        return Grade(marks=marks, pass_mark=self.pass_mark)
+
+    def _given(self, answers: Mapping[int, str] | Sequence[str | None]) -> list[str | None]:
+        """``answers`` as a list in question order, None where missing; checked as :meth:`grade` says."""
         if isinstance(answers, Mapping):
             bad = sorted(n for n in answers if n not in range(1, self.size + 1))
             if bad:
@@ -299,8 +324,7 @@ class Quiz:
             if isinstance(answers, str) or len(answers) != self.size:
                 raise InvalidSettingError(f"expected {self.size} answers in a list, got {answers!r}")
             given = list(answers)
-        marks = tuple(mark(q, a) for q, a in zip(self.questions, given, strict=True))
-        return Grade(marks=marks, pass_mark=self.pass_mark)
+        return given
 
     def text(self) -> str:
         """The current draw as plain text, numbered, with how to answer."""

@@ -9,10 +9,12 @@ Stable hooks for browser tests (CSS classes on the rendered elements):
 - ``quiz-question`` on each question's box, plus ``quiz-question-N`` (N from 1),
   ``quiz-id-<question id>`` and ``quiz-kind-<choice|predict|code>``;
 - ``quiz-input`` on each question's input: RadioButtons (choice, one radio per option,
-  labelled ``a) ...``) or a Textarea (predict, code);
+  labelled ``a) ...``), a Textarea (predict) or a :class:`CodeBox` (code: its Tab key
+  indents instead of moving to the next question);
 - ``quiz-feedback`` on each question's feedback, filled in after Submit;
 - ``quiz-submit`` (Submit), ``quiz-retry`` (New quiz), and ``quiz-verdict``: empty until
-  Submit, then ``PASS: 4 of 5 (you need 4)`` or ``FAIL: ...``.
+  Submit, then ``PASS: 4 of 5 (you need 4)`` or ``FAIL: ...``; a Submit with nothing
+  answered asks for answers there instead (see :data:`NOTHING_ANSWERED`) and locks nothing.
 
 Stored notebooks stay stable, as with :mod:`jobqueue.teaching.widgets`: the plain-text form
 is one line that does not depend on the draw, and the view's model id is counted per kernel
@@ -30,6 +32,7 @@ from typing import Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped]  # ipywidgets ships no type hints
 
+from jobqueue.teaching.code_box import CodeBox
 from jobqueue.teaching.quiz import KIND_LABELS, Grade, Mark, Quiz
 from jobqueue.teaching.quiz_bank import LETTERS, Question
 
@@ -37,6 +40,8 @@ _quiz_ids = itertools.count(1)
 _CODE_SPAN = re.compile(r"`([^`]+)`")
 _PROSE = 'style="line-height: 1.5; margin: 0.4em 0"'
 """Inline style of prose paragraphs: an HTML widget's default line height (28 px) is for one-liners."""
+NOTHING_ANSWERED = "Nothing is answered yet: answer the questions above, then press Submit."
+"""What Submit shows, in place of a verdict, when no question is answered."""
 
 
 def prose_html(text: str) -> str:
@@ -97,9 +102,17 @@ class QuizWidget:
         """The answers as they stand in the inputs: a letter (or None) or the typed text."""
         return [None if i.value is None else str(i.value) for i in self.inputs]
 
-    def grade(self) -> Grade:
-        """What Submit does: grade the answers, show each mark and the verdict, lock the inputs."""
-        grade = self.quiz.grade(self.answers())
+    def grade(self) -> Grade | None:
+        """What Submit does: grade the answers, show each mark and the verdict, lock the inputs.
+
+        With nothing answered (:meth:`Quiz.unanswered` lists every question), it grades
+        nothing, locks nothing, says :data:`NOTHING_ANSWERED` and returns None.
+        """
+        answers = self.answers()
+        if len(self.quiz.unanswered(answers)) == self.quiz.size:
+            self.verdict.value = f"<b>{html.escape(NOTHING_ANSWERED)}</b>"
+            return None
+        grade = self.quiz.grade(answers)
         for output, mark in zip(self.feedback, grade.marks, strict=True):
             output.value = mark_html(mark)
         self.verdict.value = f"<b>{html.escape(grade.verdict())}</b>"
@@ -133,7 +146,8 @@ class QuizWidget:
             self._parts += [box, prompt, field, output]
         intro = widgets.HTML(
             value=f"<p>Answer all {size} questions, then press <b>Submit</b>. You need "
-            f"{self.quiz.pass_mark} right to pass. <b>New quiz</b> draws {size} other questions.</p>"
+            f"{self.quiz.pass_mark} right to pass. <b>New quiz</b> draws {size} other questions. "
+            "In a code box, Tab indents; press Escape, then Tab, to move on.</p>"
         )
         buttons = widgets.HBox([self.submit, self.retry])
         self._parts += [intro, buttons]
@@ -157,8 +171,12 @@ def _with_class(widget: Any, name: str) -> Any:
 
 
 def _input(question: Question) -> Any:
-    """RadioButtons (no option chosen) for a choice question, else a Textarea."""
-    layout = widgets.Layout(width="100%")
+    """RadioButtons (no option chosen) for a choice question, a Textarea for predict, else a CodeBox.
+
+    Width ``auto``, not ``100%``: the box then fills its question's column *inside* the
+    widgets' 2 px margins (``100%`` plus the margins was 4 px too wide, and clipped).
+    """
+    layout = widgets.Layout(width="auto")
     if question.kind == "choice":
         options = [
             (f"{letter}) {text}", letter) for letter, text in zip(LETTERS, question.choices, strict=False)
@@ -167,6 +185,5 @@ def _input(question: Question) -> Any:
     elif question.kind == "predict":
         field = widgets.Textarea(value="", placeholder="exactly what it prints", rows=4, layout=layout)
     else:
-        rows = question.starter.count("\n") + 4
-        field = widgets.Textarea(value=question.starter, rows=rows, layout=layout)
+        field = CodeBox(value=question.starter, rows=question.starter.count("\n") + 4)
     return _with_class(field, "quiz-input")

@@ -37,6 +37,12 @@ CAP_S_RANGE = (10.0, 120.0, 5.0)
 """The ``cap_s`` slider's smallest value, largest value and step, in seconds."""
 
 
+PICTURE_DPI = 160
+"""Dots per inch of the explorers' pictures: a 7.5 in wide figure is 1,200 px, more than its
+column in JupyterLab shows, so the browser scales it down (crisp) instead of up (soft: at
+80 dpi, 600 x 336 px were stretched to 964 x 540)."""
+
+
 class SummaryAndPicture(ABC):
     """What the course's explorer widgets share: controls, a one-line summary, a picture.
 
@@ -50,6 +56,9 @@ class SummaryAndPicture(ABC):
     def __init__(self, prefix: str) -> None:
         self.summary_label = ipywidgets.HTML()
         self.summary_label.add_class(f"{prefix}-summary")
+        # The box stretches the picture to its column's width, height in proportion (964 px
+        # wide in a 1400 px window); drawn at PICTURE_DPI, it is scaled down there, never up.
+        # (A layout width of 100% would add the widget's 2 px margins and overflow by 4 px.)
         self.picture = ipywidgets.Image(format="png")
         self.picture.add_class(f"{prefix}-picture")
         self._summary = ""
@@ -77,7 +86,7 @@ class SummaryAndPicture(ABC):
         self.summary_label.value = html.escape(summary)
         if figure is not None:
             buffer = io.BytesIO()
-            figure.savefig(buffer, format="png", dpi=80)
+            figure.savefig(buffer, format="png", dpi=PICTURE_DPI)
             self.picture.value = buffer.getvalue()
 
     def _on_change(self, _change: object) -> None:
