@@ -49,7 +49,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from jobqueue import Backoff, DeadLetter, Job, JobType, Lease, ManualClock, StaleLeaseError
+from jobqueue import Backoff, DeadLetter, Failed, Job, JobType, Lease, ManualClock, StaleLeaseError
 from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
 
 IDS = ("receipt-1001", "receipt-1002", "receipt-1003")
@@ -361,19 +361,21 @@ def queue_state_machine(
 
         def _fail(self, lease: Lease, *, permanent: bool) -> None:
             """Fail ``lease`` and check the outcome: retry after the backoff, or dead."""
-            outcome: list[str] = []
+            failed: list[Failed] = []
             if self._refused(
-                lease, lambda held: outcome.append(self.queue.fail(held, "boom", permanent=permanent))
+                lease, lambda held: failed.append(self.queue.fail(held, "boom", permanent=permanent))
             ):
                 return
             job = self.model.jobs[lease.job.id]
             last = job.attempts >= settings.max_attempts
-            assert outcome == ["dead" if permanent or last else "retry"]
-            if outcome == ["dead"]:
+            assert [f.outcome for f in failed] == ["dead" if permanent or last else "retry"]
+            if failed[0].outcome == "dead":
+                assert failed[0].run_at is None
                 self._die(lease.job.id, "permanent error" if permanent else "last attempt failed")
             else:
                 job.state, job.token = "waiting", None
                 job.visible_at = self.clock.now() + settings.retry_delay_s(job.attempts)
+                assert failed[0].run_at == job.visible_at  # the retry's time, as the queue stored it
                 self.model.stored(job)
 
         def _next_moment(self) -> float | None:

@@ -44,9 +44,9 @@ from jobqueue import (
     SystemClock,
     Worker,
 )
+from jobqueue.backends.contract import Queue
 from jobqueue.errors import QueueSchemaError
 from jobqueue.postgres import PostgresQueue, describe_server
-from jobqueue.queue import Queue
 from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 
 T0 = 1_000.0

@@ -40,7 +40,7 @@ def durable_queue(clock: ManualClock, settings: Settings) -> QueueUnderTest:
     """
     return DurableQueue(
         ":memory:",
-        clock,
+        clock=clock,
         visibility_timeout_s=settings.visibility_timeout_s,
         retry=policy(settings),
         random=lambda: 1.0,

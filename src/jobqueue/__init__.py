@@ -19,6 +19,7 @@ course helpers only.
 from typing import TYPE_CHECKING, Any
 
 from jobqueue import db, fanout, idempotency, outbox
+from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, Failed, FailOutcome, Queue
 from jobqueue.backoff import DEFAULT_BASE_S, DEFAULT_CAP_S, Backoff, RandomFn
 from jobqueue.breaker import CircuitBreaker
 from jobqueue.clock import Clock, ManualClock, SleepingClock, SystemClock
@@ -31,14 +32,17 @@ from jobqueue.errors import (
     HandlerCancelledError,
     InvalidSettingError,
     JobQueueError,
+    JobSignal,
     JobTimeoutError,
     PayloadError,
     PermanentJobError,
     QueueFileError,
     QueueFileLockedError,
+    QueueSchemaError,
     QueueUnavailableError,
     RetryAfterError,
     StaleLeaseError,
+    StorageError,
     TransactionAbortedError,
     UnknownJobTypeError,
 )
@@ -57,7 +61,7 @@ from jobqueue.job import (
 )
 from jobqueue.metrics import QueueMetrics
 from jobqueue.outbox import Relay
-from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, JobQueue, Queue
+from jobqueue.queue import JobQueue
 from jobqueue.retry_budget import RetryBudget
 from jobqueue.runner import Runner
 from jobqueue.testing import History, HistoryReport, check_history
@@ -94,6 +98,7 @@ __all__ = [
     "DeadLetterNotFoundError",
     "DurableQueue",
     "FailOutcome",
+    "Failed",
     "Handler",
     "HandlerCancelledError",
     "Heartbeat",
@@ -104,6 +109,7 @@ __all__ = [
     "JobEvent",
     "JobQueue",
     "JobQueueError",
+    "JobSignal",
     "JobTimeoutError",
     "JobType",
     "Lease",
@@ -116,6 +122,7 @@ __all__ = [
     "QueueFileError",
     "QueueFileLockedError",
     "QueueMetrics",
+    "QueueSchemaError",
     "QueueUnavailableError",
     "RandomFn",
     "Relay",
@@ -125,6 +132,7 @@ __all__ = [
     "Runner",
     "SleepingClock",
     "StaleLeaseError",
+    "StorageError",
     "SystemClock",
     "Topic",
     "TransactionAbortedError",

@@ -73,15 +73,6 @@ def new_job_values(job_type: JobType[Any], policy: RetryPolicy, now: float, prio
     }
 
 
-def expiry_reason_sql(now: str) -> str:
-    """A SQL expression of :func:`jobqueue.job.expiry_reason` for the row's job, ``now`` its time.
-
-    ``now`` is the placeholder of the claim's time in the backend's own syntax (``$now``,
-    ``%(now)s``); ``expires_at`` is the row's column. DuckDB and PostgreSQL both read it.
-    """
-    return f"'expired: still waiting ' || CAST(ceil({now} - expires_at) AS BIGINT) || ' s past its deadline'"
-
-
 def job_from_row(row: Sequence[Any]) -> Job:
     """The :class:`Job` of a row of :data:`JOB_COLUMNS`, every value checked.
 

@@ -38,18 +38,21 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 
+from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, NamesServer, Queue
 from jobqueue.clock import SystemClock
 from jobqueue.durable import DurableQueue
 from jobqueue.errors import QueueFileError, QueueFileLockedError, QueueSchemaError, QueueUnavailableError
 from jobqueue.job import check_count, check_positive_seconds
 from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
-from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, Queue
 from jobqueue.runner import DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
 from jobqueue.worker import DEFAULT_TIMEOUT_S, JobEvent, Worker
+
+if TYPE_CHECKING:
+    from jobqueue.postgres import PostgresQueue
 
 Register = Callable[[Worker], object]
 """A function that registers handlers on a worker (what ``--handlers`` names)."""
@@ -90,7 +93,9 @@ def is_url(target: str) -> bool:
     return target.startswith(("postgresql://", "postgres://"))
 
 
-def open_queue(target: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S) -> Any:
+def open_queue(
+    target: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S
+) -> DurableQueue | PostgresQueue:
     """The queue ``target`` names: a :class:`PostgresQueue` for a URL, else a :class:`DurableQueue`.
 
     Raises:
@@ -101,13 +106,12 @@ def open_queue(target: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_
         from jobqueue.postgres import PostgresQueue
 
         return PostgresQueue(target, clock=SystemClock(), visibility_timeout_s=visibility_timeout_s)
-    return DurableQueue(target, SystemClock(), visibility_timeout_s=visibility_timeout_s)
+    return DurableQueue(target, clock=SystemClock(), visibility_timeout_s=visibility_timeout_s)
 
 
 def where(queue: Queue, target: str) -> str:
     """How log lines name the queue: the file, or the server (never a URL's password)."""
-    server: str | None = getattr(queue, "server", None)
-    return server if server is not None else target
+    return queue.server if isinstance(queue, NamesServer) else target
 
 
 def stats_path(queue_file: str | Path) -> Path:

@@ -54,11 +54,19 @@ from jobqueue._rows import (
     DEAD_COLUMNS,
     JOB_COLUMNS,
     dead_from_row,
-    expiry_reason_sql,
     job_from_row,
     new_job_values,
     salvage,
     salvage_dead,
+)
+from jobqueue.backends import rules
+from jobqueue.backends.contract import (
+    DEFAULT_VISIBILITY_TIMEOUT_S,
+    Failed,
+    check_delay_s,
+    check_holder,
+    check_ids,
+    not_acked,
 )
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock, SystemClock
@@ -68,9 +76,7 @@ from jobqueue.errors import (
     InvalidSettingError,
     QueueFileError,
     QueueFileLockedError,
-    describe_failure,
 )
-from jobqueue.failures import retry_delay_s
 from jobqueue.job import (
     DeadLetter,
     Job,
@@ -85,14 +91,6 @@ from jobqueue.job import (
     deadline,
 )
 from jobqueue.metrics import DEFAULT_WINDOW_S, PendingOutcomes, QueueMetrics, bucket, check_window
-from jobqueue.queue import (
-    DEFAULT_VISIBILITY_TIMEOUT_S,
-    FailOutcome,
-    check_delay_s,
-    check_ids,
-    not_acked,
-    stale_lease,
-)
 
 P = TypeVar("P")
 
@@ -225,8 +223,8 @@ class DurableQueue:
     def __init__(
         self,
         path: str | Path,
-        clock: Clock | None = None,
         *,
+        clock: Clock | None = None,
         visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         random: RandomFn = _random.random,
@@ -237,7 +235,7 @@ class DurableQueue:
         self.path = _check_path(path)
         self._random = random
         self._lock = threading.RLock()
-        self._outcomes = PendingOutcomes()  # counted, not yet in jobqueue_outcomes
+        self._outcomes = PendingOutcomes(self._lock)  # counted, not yet in jobqueue_outcomes
         self._closed = False
         # Lease tokens carry this queue object's random tag, so a lease cannot ack a job
         # of another queue whose file numbers its tokens the same way.
@@ -272,7 +270,7 @@ class DurableQueue:
         with self._lock:
             if not self._closed:
                 try:
-                    self._flush(self.clock.now())
+                    self._outcomes.write(self.clock.now(), self._store_outcomes)
                 finally:
                     self._con.close()
                     self._closed = True
@@ -500,7 +498,7 @@ class DurableQueue:
         with self._lock:
             if not self._delete_acked(self._con, [lease.token]):  # one statement, committed on its own
                 self._check_holder(self._con, lease)  # raises StaleLeaseError, saying why
-        self._record(done=1, failed=0)
+        self._outcomes.record(self.clock.now(), done=1, failed=0, store=self._store_outcomes)
 
     def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
         """Ack every lease still held, in one transaction; return the stale ones.
@@ -516,10 +514,10 @@ class DurableQueue:
 
     def _count_acked(self, leases: Sequence[Lease], acked: set[str]) -> list[Lease]:
         """Count the committed acks (the tokens ``acked``) of ``leases``; return the stale leases."""
-        self._record(done=len(acked), failed=0)
+        self._outcomes.record(self.clock.now(), done=len(acked), failed=0, store=self._store_outcomes)
         return not_acked(leases, acked)
 
-    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
+    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> Failed:
         """Record a failed attempt: retry after a delay, or dead; see :meth:`JobQueue.fail`.
 
         Raises:
@@ -527,27 +525,24 @@ class DurableQueue:
                 changes.
             InvalidSettingError: if ``error`` is neither an exception nor a str.
         """
-        message = describe_failure(error)
-        outcome: FailOutcome
         with self._transaction() as con:
             job = self._check_holder(con, lease)
             now = self.clock.now()
-            if permanent or job.attempts >= job.max_attempts:
-                con.execute("UPDATE jobqueue_jobs SET last_error = ? WHERE id = ?", [message, job.id])
+            failed = rules.fail(job, error, permanent=permanent, now=now, random=self._random)
+            if failed.run_at is None:
+                con.execute("UPDATE jobqueue_jobs SET last_error = ? WHERE id = ?", [failed.error, job.id])
                 self._move_to_dead(con, "id = $id", {"id": job.id}, now)
-                outcome = "dead"
             else:
-                run_at = now + retry_delay_s(job, error, self._random)
                 con.execute(
                     "UPDATE jobqueue_jobs SET run_at = $run_at, visible_at = $run_at, leased_until = NULL,"
                     " leased_at = NULL, lease_token = NULL, last_error = $error,"
                     " serial = nextval('jobqueue_serial')"
                     " WHERE id = $id",
-                    {"run_at": run_at, "error": message, "id": job.id},
+                    {"run_at": failed.run_at, "error": failed.error, "id": job.id},
                 )
-                outcome = "retry"
-        self._record(done=0, failed=1)  # counted once committed: a rollback counts nothing
-        return outcome
+        # Counted once committed: a rollback counts nothing.
+        self._outcomes.record(self.clock.now(), done=0, failed=1, store=self._store_outcomes)
+        return failed
 
     def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
         """Heartbeat: push the lease's end to ``now + by_s``; see :meth:`JobQueue.extend_lease`.
@@ -575,12 +570,12 @@ class DurableQueue:
         """
         check_delay_s(delay_s)
         with self._transaction() as con:
-            self._check_holder(con, lease)
+            given_back = rules.release(self._check_holder(con, lease), now=self.clock.now(), delay_s=delay_s)
             row = con.execute(
-                "UPDATE jobqueue_jobs SET attempts = attempts - 1, run_at = $run_at, visible_at = $run_at,"
+                "UPDATE jobqueue_jobs SET attempts = $attempts, run_at = $run_at, visible_at = $run_at,"
                 " leased_until = NULL, leased_at = NULL, lease_token = NULL,"
                 f" serial = nextval('jobqueue_serial') WHERE id = $id RETURNING {JOB_COLUMNS}",
-                {"run_at": self.clock.now() + delay_s, "id": lease.job.id},
+                {"attempts": given_back.attempts, "run_at": given_back.run_at, "id": lease.job.id},
             ).fetchall()[0]
         return _lenient(row)
 
@@ -674,7 +669,7 @@ class DurableQueue:
             InvalidSettingError: if ``window_s`` is not > 0 s or longer than a day.
         """
         check_window(window_s)
-        self._flush(self.clock.now())
+        self._outcomes.write(self.clock.now(), self._store_outcomes)
         with self._transaction() as con:
             now = self.clock.now()
             counts = con.execute(
@@ -798,11 +793,7 @@ class DurableQueue:
         rows = con.execute(
             f"SELECT {JOB_COLUMNS}, lease_token FROM jobqueue_jobs WHERE id = ?", [lease.job.id]
         ).fetchall()
-        job = _lenient(rows[0][:-1]) if rows else None
-        current = rows[0][-1] if rows else None
-        if job is None or current != lease.token:
-            raise stale_lease(lease, job, current)
-        return job
+        return check_holder(lease, _lenient(rows[0][:-1]) if rows else None, rows[0][-1] if rows else None)
 
     def _delete_acked(self, con: duckdb.DuckDBPyConnection, tokens: list[str]) -> set[str]:
         """Delete the jobs held under ``tokens``; return the tokens that matched."""
@@ -817,8 +808,7 @@ class DurableQueue:
         where = "id IN (SELECT unnest($ids))"
         con.execute(
             "UPDATE jobqueue_jobs SET last_error = CASE WHEN attempts >= max_attempts"
-            " THEN 'LeaseExpired: final attempt ' || attempts || ' was neither acked nor failed in time'"
-            f" ELSE {expiry_reason_sql('$now')} END WHERE {where}",
+            f" THEN {rules.lease_lost_reason_sql()} ELSE {rules.expiry_reason_sql('$now')} END WHERE {where}",
             {"ids": ids, "now": now},
         )
         self._move_to_dead(con, where, {"ids": ids}, now)
@@ -833,17 +823,6 @@ class DurableQueue:
             params | {"died_at": now},
         )
         con.execute(f"DELETE FROM jobqueue_jobs WHERE {where}", params)
-
-    def _record(self, *, done: int, failed: int) -> None:
-        """Count committed outcomes in memory; they are written to the table once a second."""
-        now = self.clock.now()
-        with self._lock:
-            self._outcomes.record(now, done=done, failed=failed, store=self._store_outcomes)
-
-    def _flush(self, now: float) -> None:
-        """Write the counted outcomes to ``jobqueue_outcomes`` now."""
-        with self._lock:
-            self._outcomes.write(now, self._store_outcomes)
 
     def _store_outcomes(self, columns: dict[str, list[int]], before: int) -> None:
         """Add counted outcomes to ``jobqueue_outcomes``; forget seconds before ``before``."""

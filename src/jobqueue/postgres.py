@@ -53,9 +53,18 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from jobqueue._rows import DEAD_COLUMNS, JOB_COLUMNS, expiry_reason_sql, new_job_values, salvage, salvage_dead
+from jobqueue._rows import DEAD_COLUMNS, JOB_COLUMNS, new_job_values, salvage, salvage_dead
 from jobqueue._rows import dead_from_row as _dead
 from jobqueue._rows import job_from_row as _job
+from jobqueue.backends import rules
+from jobqueue.backends.contract import (
+    DEFAULT_VISIBILITY_TIMEOUT_S,
+    Failed,
+    check_delay_s,
+    check_holder,
+    check_ids,
+    not_acked,
+)
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock, SystemClock
 from jobqueue.errors import (
@@ -64,9 +73,7 @@ from jobqueue.errors import (
     InvalidSettingError,
     QueueSchemaError,
     QueueUnavailableError,
-    describe_failure,
 )
-from jobqueue.failures import retry_delay_s
 from jobqueue.job import (
     DeadLetter,
     Job,
@@ -80,14 +87,6 @@ from jobqueue.job import (
     check_retry,
 )
 from jobqueue.metrics import DEFAULT_WINDOW_S, PendingOutcomes, QueueMetrics, bucket, check_window
-from jobqueue.queue import (
-    DEFAULT_VISIBILITY_TIMEOUT_S,
-    FailOutcome,
-    check_delay_s,
-    check_ids,
-    not_acked,
-    stale_lease,
-)
 
 P = TypeVar("P")
 
@@ -106,12 +105,13 @@ def _load_sql() -> dict[str, str]:
     """The named blocks of ``postgres.sql``: ``-- name: x`` starts block ``x``.
 
     ``{job_columns}`` and ``{dead_columns}`` become the select lists the row conversion
-    reads, ``{expiry_reason}`` the text of :func:`jobqueue.job.expiry_reason` (fixed SQL,
-    never values).
+    reads, ``{expiry_reason}`` and ``{lease_lost_reason}`` the reasons of
+    :func:`jobqueue.backends.rules.refusal` (fixed SQL, never values).
     """
     text = resources.files("jobqueue").joinpath("postgres.sql").read_text()
     text = text.replace("{job_columns}", JOB_COLUMNS).replace("{dead_columns}", DEAD_COLUMNS)
-    text = text.replace("{expiry_reason}", expiry_reason_sql("%(now)s"))
+    text = text.replace("{expiry_reason}", rules.expiry_reason_sql("%(now)s"))
+    text = text.replace("{lease_lost_reason}", rules.lease_lost_reason_sql())
     blocks = re.split(r"^-- name: (\w+)\n", text, flags=re.MULTILINE)
     return {name: body.strip() for name, body in zip(blocks[1::2], blocks[2::2], strict=True)}
 
@@ -175,7 +175,7 @@ class PostgresQueue:
         self.server = describe_server(conninfo)
         self._random = random
         self._lock = threading.RLock()
-        self._outcomes = PendingOutcomes()  # counted, not yet in jobqueue_outcomes
+        self._outcomes = PendingOutcomes(self._lock)  # counted, not yet in jobqueue_outcomes
         self._con: psycopg.Connection[tuple[Any, ...]] | None = None
         self._listener: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
         self._listener_loop: asyncio.AbstractEventLoop | None = None
@@ -195,7 +195,7 @@ class PostgresQueue:
             if self._closed:
                 return
             with suppress(QueueUnavailableError):  # counts lost with the server: only metrics use them
-                self._flush(self.clock.now())
+                self._outcomes.write(self.clock.now(), self._store_outcomes)
             if self._con is not None:
                 self._con.close()
             if self._listener is not None:
@@ -372,7 +372,7 @@ class PostgresQueue:
         with self._connection() as con:
             if not self._delete_acked(con, [lease]):
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
-        self._record(done=1, failed=0)
+        self._outcomes.record(self.clock.now(), done=1, failed=0, store=self._store_outcomes)
 
     def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
         """Ack every lease still held, in one statement; return the stale ones.
@@ -384,33 +384,30 @@ class PostgresQueue:
             return []
         with self._connection() as con:
             acked = self._delete_acked(con, leases)
-        self._record(done=len(acked), failed=0)
+        self._outcomes.record(self.clock.now(), done=len(acked), failed=0, store=self._store_outcomes)
         return not_acked(leases, acked)
 
-    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
+    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> Failed:
         """Record a failed attempt: retry after a delay, or dead; see :meth:`JobQueue.fail`.
 
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
         """
-        message = describe_failure(error)
-        outcome: FailOutcome
         with self._connection() as con:
             job = self._check_holder(con, lease)
             now = self.clock.now()
-            held = {"id": job.id, "token": lease.token, "error": message}
-            if permanent or job.attempts >= job.max_attempts:
+            failed = rules.fail(job, error, permanent=permanent, now=now, random=self._random)
+            held = {"id": job.id, "token": lease.token, "error": failed.error}
+            if failed.run_at is None:
                 changed = con.execute(SQL["bury"], held | {"now": now}).fetchall()
-                outcome = "dead"
             else:
-                run_at = now + retry_delay_s(job, error, self._random)
-                changed = con.execute(SQL["retry"], held | {"run_at": run_at}).fetchall()
-                outcome = "retry"
+                changed = con.execute(SQL["retry"], held | {"run_at": failed.run_at}).fetchall()
             if not changed:  # claimed again between the two statements
                 self._check_holder(con, lease)
-        self._record(done=0, failed=1)  # counted once committed: a rollback counts nothing
-        return outcome
+        # Counted once committed: a rollback counts nothing.
+        self._outcomes.record(self.clock.now(), done=0, failed=1, store=self._store_outcomes)
+        return failed
 
     def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
         """Heartbeat: push the lease's end to ``now + by_s``; see :meth:`JobQueue.extend_lease`.
@@ -436,10 +433,17 @@ class PostgresQueue:
             StaleLeaseError: if ``lease`` is no longer the job's current lease.
             InvalidSettingError: if ``delay_s`` is not a finite number >= 0.
         """
-        run_at = self.clock.now() + check_delay_s(delay_s)
+        # The statement changes the row only while the lease is held, so lease.job is its record.
+        given_back = rules.release(lease.job, now=self.clock.now(), delay_s=check_delay_s(delay_s))
         with self._connection() as con:
             rows = con.execute(
-                SQL["release"], {"run_at": run_at, "id": lease.job.id, "token": lease.token}
+                SQL["release"],
+                {
+                    "attempts": given_back.attempts,
+                    "run_at": given_back.run_at,
+                    "id": lease.job.id,
+                    "token": lease.token,
+                },
             ).fetchall()
             if not rows:
                 self._check_holder(con, lease)
@@ -555,7 +559,7 @@ class PostgresQueue:
         """
         check_window(window_s)
         now = self.clock.now()
-        self._flush(now)
+        self._outcomes.write(now, self._store_outcomes)
         with self._connection() as con:
             row = con.execute(SQL["metrics"], {"now": now, "since": bucket(now - window_s)}).fetchall()[0]
         return QueueMetrics.from_row(now, window_s, row)
@@ -719,11 +723,7 @@ class PostgresQueue:
     def _check_holder(self, con: psycopg.Connection[Any], lease: Lease) -> Job:
         """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
         rows = con.execute(SQL["holder"], {"id": lease.job.id}).fetchall()
-        job = _job(rows[0][:-1]) if rows else None
-        current = rows[0][-1] if rows else None
-        if job is None or current != lease.token:
-            raise stale_lease(lease, job, current)
-        return job
+        return check_holder(lease, _job(rows[0][:-1]) if rows else None, rows[0][-1] if rows else None)
 
     def _delete_acked(self, con: psycopg.Connection[Any], leases: Sequence[Lease]) -> set[str]:
         """Delete the jobs held under ``leases`` (id and token both match); return the tokens acked."""
@@ -746,17 +746,6 @@ class PostgresQueue:
         statements).
         """
         return True if con is self._con else None
-
-    def _record(self, *, done: int, failed: int) -> None:
-        """Count committed outcomes in memory; they are written to the table once a second."""
-        now = self.clock.now()
-        with self._lock:
-            self._outcomes.record(now, done=done, failed=failed, store=self._store_outcomes)
-
-    def _flush(self, now: float) -> None:
-        """Write the counted outcomes to ``jobqueue_outcomes`` now."""
-        with self._lock:
-            self._outcomes.write(now, self._store_outcomes)
 
     def _store_outcomes(self, columns: dict[str, list[int]], before: int) -> None:
         """Add counted outcomes to ``jobqueue_outcomes``; forget seconds before ``before``."""

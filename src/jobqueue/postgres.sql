@@ -3,7 +3,8 @@
 -- the server's now(), so a ManualClock drives the tests and every process agrees.
 -- {job_columns} and {dead_columns} stand for the select lists every backend reads rows with
 -- (filled in when this file is loaded, from jobqueue's one row-to-Job conversion), and
--- {expiry_reason} for the last_error of a job dead-lettered past its deadline.
+-- {expiry_reason} and {lease_lost_reason} for the last_error of a job a claim dead-letters
+-- (jobqueue.backends.rules.refusal decides the same in Python).
 -- Arrays of text go as %(name)b, in binary: psycopg sends each string as it is, where the
 -- text form would quote and escape every element in Python (slower than the statement).
 -- One table holds live and dead jobs (died_at is NULL while a job lives), so the primary
@@ -175,9 +176,7 @@ WITH no_disk_wait AS MATERIALIZED (
 ), buried AS (
     UPDATE jobqueue_jobs AS job
     SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
-        last_error = CASE WHEN job.attempts >= job.max_attempts
-            THEN 'LeaseExpired: final attempt ' || job.attempts || ' was neither acked nor failed in time'
-            ELSE {expiry_reason} END
+        last_error = CASE WHEN job.attempts >= job.max_attempts THEN {lease_lost_reason} ELSE {expiry_reason} END
     WHERE job.ctid = ANY(ARRAY(SELECT due_ctid FROM due WHERE spent OR expired))
     RETURNING job.id
 ), claimed AS (
@@ -249,7 +248,7 @@ RETURNING {job_columns};
 
 -- name: release
 UPDATE jobqueue_jobs
-SET attempts = attempts - 1, run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL,
+SET attempts = %(attempts)s, run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL,
     leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial')
 WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
 RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');

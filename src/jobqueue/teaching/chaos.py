@@ -65,11 +65,12 @@ from typing import Any, Literal
 import duckdb
 
 from jobqueue import db, idempotency
+from jobqueue.backends.contract import Queue
 from jobqueue.clock import ManualClock, SystemClock
 from jobqueue.durable import DurableQueue
 from jobqueue.errors import InvalidSettingError, StaleLeaseError
 from jobqueue.job import JobType, Lease
-from jobqueue.queue import JobQueue, Queue
+from jobqueue.queue import JobQueue
 from jobqueue.teaching._processes import ProcessId
 from jobqueue.testing import SUFFIX, History, HistoryReport, check_history, read_history
 
