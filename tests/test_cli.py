@@ -20,8 +20,8 @@ import pytest
 from waiting import HANG_GUARD_S, hang, wait_until
 
 from jobqueue import ManualClock
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.cli import WorkerStats, main, stats_path
-from jobqueue.durable import DurableQueue
 from jobqueue.metrics import QueueMetrics
 from jobqueue.shop import BUILD_REPORT, SEND_RECEIPT, ReceiptPayload, ReportPayload
 
@@ -451,7 +451,7 @@ def test_a_worker_process_logs_reports_stats_and_gives_back_its_job_on_sigterm(p
 
 HOLD = """
 import sys, time
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 queue = DurableQueue(sys.argv[1])
 print("holding", flush=True)
 time.sleep(3600)  # killed by the test

@@ -1,6 +1,6 @@
 """What only a durable queue has: a DuckDB file that outlives the process.
 
-Checked here, against :class:`jobqueue.durable.DurableQueue` on a real file:
+Checked here, against :class:`jobqueue.backends.duckdb.DurableQueue` on a real file:
 
 - a restart (close, then a new queue object on the same file) finds every job as it was:
   state, attempts, ``run_at``, ``leased_until``, ``last_error``, the dead letters; lease
@@ -50,7 +50,7 @@ from jobqueue import (
     StaleLeaseError,
     Worker,
 )
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.errors import QueueFileLockedError
 from jobqueue.metrics import QueueMetrics
 from jobqueue.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
@@ -217,7 +217,7 @@ def test_a_lease_held_when_the_process_ends_is_handed_out_again_after_the_timeou
 
 HOLD_THE_FILE = """
 import sys, time
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 
 queue = DurableQueue(sys.argv[1])
 print("ready", flush=True)

@@ -32,7 +32,7 @@ import pytest
 from waiting import HANG_GUARD_S, hang
 
 from jobqueue import ManualClock, SystemClock
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 
 TRIALS = 5
@@ -55,7 +55,7 @@ CHILD = """
 import asyncio, os, sys
 
 from jobqueue import SystemClock, Worker
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.runner import Runner
 from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 

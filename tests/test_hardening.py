@@ -534,7 +534,7 @@ GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, N
     ],
 )
 def test_a_row_with_one_bad_value_is_refused_naming_it(column: str, bad: object) -> None:
-    from jobqueue._rows import JOB_FIELDS, job_from_row
+    from jobqueue.backends.rows import JOB_FIELDS, job_from_row
 
     row = list(GOOD_ROW)
     row[JOB_FIELDS.index(column)] = bad
@@ -551,7 +551,7 @@ def test_a_row_with_one_bad_value_is_refused_naming_it(column: str, bad: object)
     ],
 )
 def test_a_readable_row_gives_the_job_its_values_make(changes: dict[str, object]) -> None:
-    from jobqueue._rows import JOB_FIELDS, job_from_row
+    from jobqueue.backends.rows import JOB_FIELDS, job_from_row
 
     values = dict(zip(JOB_FIELDS, GOOD_ROW, strict=True)) | changes
     job = job_from_row(list(values.values()))

@@ -45,8 +45,8 @@ from jobqueue import (
     Worker,
 )
 from jobqueue.backends.contract import Queue
+from jobqueue.backends.postgres import PostgresQueue, describe_server
 from jobqueue.errors import QueueSchemaError
-from jobqueue.postgres import PostgresQueue, describe_server
 from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 
 T0 = 1_000.0
@@ -223,7 +223,7 @@ def test_a_job_enqueued_in_the_callers_transaction_commits_or_rolls_back_with_it
 CLAIMER = """
 import sys
 from jobqueue import ManualClock
-from jobqueue.postgres import PostgresQueue
+from jobqueue.backends.postgres import PostgresQueue
 with PostgresQueue(sys.argv[1], clock=ManualClock(1000.0)) as queue:
     claimed = []
     while leases := queue.claim_many(7):
@@ -263,7 +263,7 @@ def test_a_stale_ack_from_another_process_is_refused(pg_conninfo: str) -> None:
             """
             import sys
             from jobqueue import ManualClock
-            from jobqueue.postgres import PostgresQueue
+            from jobqueue.backends.postgres import PostgresQueue
             with PostgresQueue(sys.argv[1], clock=ManualClock(1011.0), visibility_timeout_s=10) as queue:
                 print(queue.claim().token)
             """,
@@ -277,7 +277,7 @@ def test_a_stale_ack_from_another_process_is_refused(pg_conninfo: str) -> None:
             """
             import sys
             from jobqueue import ManualClock, StaleLeaseError
-            from jobqueue.postgres import PostgresQueue
+            from jobqueue.backends.postgres import PostgresQueue
             with PostgresQueue(sys.argv[1], clock=ManualClock(1012.0)) as queue:
                 [job] = queue.jobs()
                 from jobqueue import Lease
@@ -624,7 +624,7 @@ def test_a_heartbeat_that_finds_the_connection_killed_tries_again_at_the_next_be
 def test_a_claim_reads_the_claim_index_in_order_and_stops_at_its_limit(
     queue: PostgresQueue, pg_conninfo: str
 ) -> None:
-    from jobqueue.postgres import SQL
+    from jobqueue.backends.postgres import SQL
 
     for start in range(0, 20_000, 5_000):  # two priorities: the index orders by priority first
         batch = [invoice(n) for n in range(start, start + 5_000)]
@@ -750,7 +750,7 @@ def test_a_batch_is_leased_in_claim_order_wherever_its_rows_lie(pg_conninfo: str
 def test_an_ack_finds_its_jobs_by_key_on_a_table_never_analysed(
     queue: PostgresQueue, pg_conninfo: str
 ) -> None:
-    from jobqueue.postgres import SQL
+    from jobqueue.backends.postgres import SQL
 
     for start in range(0, 2_000, 100):  # batches, as producers send them
         queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(start, start + 100)])

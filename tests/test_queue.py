@@ -875,7 +875,7 @@ class CountingHeapq:
 
 def heap_calls_per_claim(backlog: int, monkeypatch: pytest.MonkeyPatch) -> float:
     """Heap pushes and pops per claim-and-ack from a due backlog of three priorities."""
-    import jobqueue.queue
+    import jobqueue.backends.memory
 
     clock = ManualClock()
     queue = make_queue(clock)
@@ -883,7 +883,7 @@ def heap_calls_per_claim(backlog: int, monkeypatch: pytest.MonkeyPatch) -> float
         queue.enqueue(RENDER_INVOICE, invoice(number), priority=number % 3)
     clock.advance(1)
     counting = CountingHeapq()
-    monkeypatch.setattr(jobqueue.queue, "heapq", counting)
+    monkeypatch.setattr(jobqueue.backends.memory, "heapq", counting)
     for _ in range(100):
         lease = queue.claim()
         assert lease is not None and lease.job.priority == 2

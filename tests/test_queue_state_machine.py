@@ -11,7 +11,7 @@ from hypothesis import settings as hypothesis_settings
 from queue_contract import QueueUnderTest, Settings, queue_state_machine
 
 from jobqueue import Backoff, JobQueue, ManualClock, RetryPolicy
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 
 SETTINGS = hypothesis_settings(
     max_examples=100, stateful_step_count=30, deadline=None, derandomize=True, database=None
@@ -33,7 +33,7 @@ def in_memory_queue(clock: ManualClock, settings: Settings) -> QueueUnderTest:
 
 
 def durable_queue(clock: ManualClock, settings: Settings) -> QueueUnderTest:
-    """``jobqueue.durable.DurableQueue`` in an in-memory DuckDB database, configured likewise.
+    """``jobqueue.backends.duckdb.DurableQueue`` in an in-memory DuckDB database, configured likewise.
 
     The same SQL runs as on a file; ``tests/test_durable.py`` covers what only a file has
     (restarts, the file lock, a killed worker).

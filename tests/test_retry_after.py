@@ -32,7 +32,7 @@ from jobqueue import (
     parse_retry_after,
 )
 from jobqueue.backends.contract import Queue
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.failures import retry_delay_s
 from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 
@@ -119,7 +119,7 @@ def queue(request: pytest.FixtureRequest) -> Iterator[Queue]:
         yield durable
         durable.close()
     else:
-        from jobqueue.postgres import PostgresQueue
+        from jobqueue.backends.postgres import PostgresQueue
 
         conninfo = request.getfixturevalue("pg_conninfo")
         with PostgresQueue(conninfo, clock=clock, retry=POLICY, random=lambda: 1.0) as postgres:

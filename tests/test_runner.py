@@ -31,7 +31,7 @@ from jobqueue import (
     SystemClock,
     Worker,
 )
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.runner import ACK_GROUP_S, DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
 
 

@@ -223,7 +223,7 @@ class QueueFileError(StorageError):
 class QueueFileLockedError(QueueFileError):
     """A durable queue's DuckDB file is open in another process, or already in this one.
 
-    In this process, a second :class:`~jobqueue.durable.DurableQueue` on a file that one
+    In this process, a second :class:`~jobqueue.backends.duckdb.DurableQueue` on a file that one
     still holds open is refused as well: two objects on one file would race each other's
     transactions. The message then names where the first one was opened.
 

@@ -22,9 +22,9 @@ import re
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from jobqueue.backends.memory import JobQueue
 from jobqueue.errors import InvalidSettingError, PayloadError
 from jobqueue.job import JobType
-from jobqueue.queue import JobQueue
 
 E = TypeVar("E")
 

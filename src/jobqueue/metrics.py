@@ -143,7 +143,7 @@ def bucket(at: float) -> int:
 class OutcomeLog:
     """Counts of acked and failed attempts per one-second bucket, for the last day.
 
-    Used by :class:`~jobqueue.queue.JobQueue`; the durable queue keeps the same buckets in
+    Used by :class:`~jobqueue.backends.memory.JobQueue`; the durable queue keeps the same buckets in
     a table. Memory is bounded: one entry per second that saw an outcome, for at most
     :data:`RETENTION_S` seconds.
     """

@@ -17,7 +17,7 @@ one ack per claim instead of one per wake-up, in the same transaction as the cla
 Shutdown follows the usual contract of a process manager (systemd, Kubernetes, Heroku):
 on SIGTERM or SIGINT (or :meth:`Runner.stop`) it stops claiming, gives running jobs up
 to ``grace_s`` seconds to finish, then cancels the rest and gives their jobs back
-(:meth:`~jobqueue.queue.JobQueue.release`), so another worker can take them at once
+(:meth:`~jobqueue.backends.memory.JobQueue.release`), so another worker can take them at once
 instead of waiting for the leases to run out. A second signal ends the grace period.
 
 When the queue's server cannot be reached (:class:`~jobqueue.errors.QueueUnavailableError`,
@@ -84,7 +84,7 @@ class Runner:
         poll_s: seconds to wait before looking again at a queue with no due job (> 0).
             A queue that can say when work arrives
             (:class:`~jobqueue.backends.contract.WaitsForWork`, as
-            :class:`~jobqueue.postgres.PostgresQueue` is through LISTEN/NOTIFY) wakes an
+            :class:`~jobqueue.backends.postgres.PostgresQueue` is through LISTEN/NOTIFY) wakes an
             idle runner at once; polling stays the fallback.
         grace_s: seconds running jobs get to finish after :meth:`stop` (> 0).
         prefetch: jobs to claim ahead of a free slot (>= 0; default ``None``: four times

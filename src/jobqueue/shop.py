@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from jobqueue.backends.memory import JobQueue
 from jobqueue.clock import ManualClock
 from jobqueue.errors import PermanentJobError
 from jobqueue.job import Job, JobType
-from jobqueue.queue import JobQueue
 from jobqueue.worker import Handler
 
 KOBO_PER_NAIRA = 100
@@ -281,7 +281,7 @@ class QueueUnreachable(ConnectionError):
 
 @dataclass(kw_only=True)
 class RemoteQueue:
-    """A :class:`~jobqueue.queue.JobQueue` as the checkout sees it: across a network that fails.
+    """A :class:`~jobqueue.backends.memory.JobQueue` as the checkout sees it: across a network that fails.
 
     While :attr:`down` is true, :meth:`enqueue` raises :class:`QueueUnreachable` and the
     queue does not change; otherwise the call goes through. Introduced in lesson 08.

@@ -278,7 +278,7 @@ class Worker:
 
         Pass the result to :meth:`settle`. Cancelling this coroutine cancels the handler
         and the heartbeat; the lease is then still held (give it back with
-        :meth:`~jobqueue.queue.JobQueue.release`). Introduced in lesson 11.
+        :meth:`~jobqueue.backends.memory.JobQueue.release`). Introduced in lesson 11.
         """
         lost: list[StaleLeaseError] = []
         beat = None if self.heartbeat_s is None else asyncio.create_task(self._beat(lease, lost))

@@ -1,8 +1,8 @@
 """The contract every queue backend keeps, and the optional abilities a backend may add.
 
-:class:`Queue` is what the in-memory :class:`~jobqueue.queue.JobQueue`, the DuckDB
-:class:`~jobqueue.durable.DurableQueue` and the PostgreSQL
-:class:`~jobqueue.postgres.PostgresQueue` all offer; workers, runners and the command
+:class:`Queue` is what the in-memory :class:`~jobqueue.backends.memory.JobQueue`, the DuckDB
+:class:`~jobqueue.backends.duckdb.DurableQueue` and the PostgreSQL
+:class:`~jobqueue.backends.postgres.PostgresQueue` all offer; workers, runners and the command
 line accept any of them. A backend that can do more says so by having the members of
 an ability protocol (:class:`AcksAndClaims`, :class:`ClaimsAhead`, :class:`WaitsForWork`,
 :class:`NamesServer`); callers test for an ability with ``isinstance``, which mypy
@@ -61,7 +61,7 @@ class Queue(Protocol):
     """What every job queue of this package offers, whatever keeps its jobs.
 
     The methods keep the same promises in every backend (``tests/queue_contract.py``
-    checks them against each); the docstrings of :class:`~jobqueue.queue.JobQueue` give
+    checks them against each); the docstrings of :class:`~jobqueue.backends.memory.JobQueue` give
     the details. Workers (:class:`jobqueue.worker.Worker`, :class:`jobqueue.runner.Runner`)
     accept any of them.
     """
@@ -139,7 +139,7 @@ class Queue(Protocol):
 class AcksAndClaims(Protocol):
     """A queue that acks finished jobs and claims new ones in one transaction (one commit).
 
-    :class:`~jobqueue.durable.DurableQueue` has it; a :class:`~jobqueue.worker.Worker` uses
+    :class:`~jobqueue.backends.duckdb.DurableQueue` has it; a :class:`~jobqueue.worker.Worker` uses
     it when present, else :func:`ack_then_claim`. Introduced in lesson 11.
     """
 
@@ -151,7 +151,7 @@ class AcksAndClaims(Protocol):
 class ClaimsAhead(Protocol):
     """A queue whose calls cost so much that a runner should claim at least this many jobs at once.
 
-    Introduced in lesson 11 (:class:`~jobqueue.durable.DurableQueue`).
+    Introduced in lesson 11 (:class:`~jobqueue.backends.duckdb.DurableQueue`).
     """
 
     @property
@@ -163,7 +163,7 @@ class ClaimsAhead(Protocol):
 class WaitsForWork(Protocol):
     """A queue that can say when a job arrives, so an idle runner need not wait for its poll.
 
-    Introduced in lesson 12 (:class:`~jobqueue.postgres.PostgresQueue`: LISTEN/NOTIFY).
+    Introduced in lesson 12 (:class:`~jobqueue.backends.postgres.PostgresQueue`: LISTEN/NOTIFY).
     """
 
     async def wait_for_work(self, timeout_s: float) -> bool:

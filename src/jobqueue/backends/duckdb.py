@@ -1,6 +1,6 @@
 """A durable job queue: the same leases, retries and dead letters, kept in a DuckDB file.
 
-:class:`DurableQueue` keeps the promises of :class:`jobqueue.queue.JobQueue` (the same
+:class:`DurableQueue` keeps the promises of :class:`jobqueue.backends.memory.JobQueue` (the same
 contract tests run against both) but every change is a committed DuckDB transaction, so
 the jobs outlive the process. A worker killed mid-job (even by SIGKILL) leaves its job
 leased; once the lease runs out the next claim hands it out again as a new attempt.
@@ -50,15 +50,6 @@ from typing import Any, TypeVar
 import duckdb
 
 from jobqueue import db
-from jobqueue._rows import (
-    DEAD_COLUMNS,
-    JOB_COLUMNS,
-    dead_from_row,
-    job_from_row,
-    new_job_values,
-    salvage,
-    salvage_dead,
-)
 from jobqueue.backends import rules
 from jobqueue.backends.contract import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
@@ -67,6 +58,15 @@ from jobqueue.backends.contract import (
     check_holder,
     check_ids,
     not_acked,
+)
+from jobqueue.backends.rows import (
+    DEAD_COLUMNS,
+    JOB_COLUMNS,
+    dead_from_row,
+    job_from_row,
+    new_job_values,
+    salvage,
+    salvage_dead,
 )
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock, SystemClock
@@ -149,7 +149,7 @@ CREATE TABLE IF NOT EXISTS jobqueue_outcomes (
 COLUMN IF NOT EXISTS``, at the end of the table, so statements name their columns): leased
 times in lesson 11, priorities and deadlines in lesson 13 (old rows get priority 0 and no
 deadline). DuckDB adds no NOT NULL to an existing table, so in an old file a NULL priority
-can be stored; :func:`jobqueue._rows.job_from_row` refuses it as corrupt.
+can be stored; :func:`jobqueue.backends.rows.job_from_row` refuses it as corrupt.
 
 The job ids are stored uncompressed. Left to choose, DuckDB compresses them (DICT_FSST)
 once written to the file, and then each deleted job costs its commit the reading back of
@@ -205,7 +205,7 @@ class DurableQueue:
     Use it as a context manager, or call :meth:`close`, to release the file. Each claim
     looks for the longest-claimable jobs with a top-N scan that skips blocks of rows whose
     times are all later (DuckDB's zone maps), so a backlog in enqueue order costs a claim
-    little; it is not O(log n) like :class:`~jobqueue.queue.JobQueue`.
+    little; it is not O(log n) like :class:`~jobqueue.backends.memory.JobQueue`.
 
     Introduced in lesson 11.
     """
@@ -955,7 +955,7 @@ _NEW_VALUES = (
     " $expires_after_s"
 )
 """The values of :data:`_NEW_COLUMNS` after id, type and payload, as placeholders
-(filled by :func:`jobqueue._rows.new_job_values`)."""
+(filled by :func:`jobqueue.backends.rows.new_job_values`)."""
 
 
 def _in_order(due: list[tuple[int, str, bool]], rows: list[Any], jobs: list[Job]) -> list[Lease]:

@@ -1,7 +1,7 @@
 """A job queue in PostgreSQL that any number of processes share: ``FOR UPDATE SKIP LOCKED``.
 
-:class:`PostgresQueue` keeps the promises of :class:`jobqueue.queue.JobQueue` and
-:class:`jobqueue.durable.DurableQueue` (the same contract tests run against all three),
+:class:`PostgresQueue` keeps the promises of :class:`jobqueue.backends.memory.JobQueue` and
+:class:`jobqueue.backends.duckdb.DurableQueue` (the same contract tests run against all three),
 and adds what a database server allows and a DuckDB file does not:
 
 - **Many processes.** Producers and workers on any number of processes or machines
@@ -53,9 +53,6 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from jobqueue._rows import DEAD_COLUMNS, JOB_COLUMNS, new_job_values, salvage, salvage_dead
-from jobqueue._rows import dead_from_row as _dead
-from jobqueue._rows import job_from_row as _job
 from jobqueue.backends import rules
 from jobqueue.backends.contract import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
@@ -65,6 +62,9 @@ from jobqueue.backends.contract import (
     check_ids,
     not_acked,
 )
+from jobqueue.backends.rows import DEAD_COLUMNS, JOB_COLUMNS, new_job_values, salvage, salvage_dead
+from jobqueue.backends.rows import dead_from_row as _dead
+from jobqueue.backends.rows import job_from_row as _job
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock, SystemClock
 from jobqueue.errors import (
@@ -108,7 +108,7 @@ def _load_sql() -> dict[str, str]:
     reads, ``{expiry_reason}`` and ``{lease_lost_reason}`` the reasons of
     :func:`jobqueue.backends.rules.refusal` (fixed SQL, never values).
     """
-    text = resources.files("jobqueue").joinpath("postgres.sql").read_text()
+    text = resources.files("jobqueue.backends").joinpath("postgres.sql").read_text()
     text = text.replace("{job_columns}", JOB_COLUMNS).replace("{dead_columns}", DEAD_COLUMNS)
     text = text.replace("{expiry_reason}", rules.expiry_reason_sql("%(now)s"))
     text = text.replace("{lease_lost_reason}", rules.lease_lost_reason_sql())

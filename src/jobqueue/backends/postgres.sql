@@ -1,4 +1,4 @@
--- The SQL of jobqueue.postgres.PostgresQueue, one named block per statement.
+-- The SQL of jobqueue.backends.postgres.PostgresQueue, one named block per statement.
 -- Times are seconds since the epoch from the queue's clock, passed in as %(now)s: never
 -- the server's now(), so a ManualClock drives the tests and every process agrees.
 -- {job_columns} and {dead_columns} stand for the select lists every backend reads rows with
@@ -225,7 +225,7 @@ RETURNING id;
 
 -- name: bury_unreadable
 -- A row that cannot become a Job (a value corrupted in the table) is dead-lettered as its
--- salvaged stand-in (jobqueue._rows.salvage): the reason, which quotes the bad value, and
+-- salvaged stand-in (jobqueue.backends.rows.salvage): the reason, which quotes the bad value, and
 -- readable values in place of the bad ones, so that the dead letter itself can be read.
 UPDATE jobqueue_jobs
 SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
