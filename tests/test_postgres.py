@@ -1,6 +1,6 @@
 """PostgresQueue: the queue contract on PostgreSQL, and what only a shared server allows.
 
-- the contract state machine of ``tests/queue_contract.py``, with the settings the other
+- the contract state machine of ``jobqueue.testing.contract``, with the settings the other
   queues use (tables emptied between examples, not a database per example: faster);
 - batches: ``enqueue_batch`` says which ids were added (a repeat, a waiting, leased or dead
   job), fresh ``job-N`` ids skip ids chosen by hand, ``ack_many`` returns the stale leases;
@@ -27,7 +27,6 @@ from typing import Any
 import psycopg
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
-from queue_contract import QueueUnderTest, Settings, queue_state_machine
 from test_queue_state_machine import SETTINGS, policy
 from waiting import HANG_GUARD_S, hang, wait_until_async, within_hang_guard
 
@@ -48,6 +47,7 @@ from jobqueue.backends.contract import Queue
 from jobqueue.backends.postgres import PostgresQueue, describe_server
 from jobqueue.errors import QueueSchemaError
 from jobqueue.shop import RENDER_INVOICE, InvoicePayload
+from jobqueue.testing.contract import Settings, queue_state_machine
 
 T0 = 1_000.0
 
@@ -85,7 +85,7 @@ def run_python(code: str, *args: str, timeout: float = 60) -> str:
 def test_postgres_queue_keeps_the_queue_contract(pg_conninfo: str) -> None:
     opened: list[PostgresQueue] = []
 
-    def factory(clock: ManualClock, settings: Settings) -> QueueUnderTest:
+    def factory(clock: ManualClock, settings: Settings) -> Queue:
         while opened:
             opened.pop().close()
         queue = PostgresQueue(

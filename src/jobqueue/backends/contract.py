@@ -60,7 +60,7 @@ class Failed:
 class Queue(Protocol):
     """What every job queue of this package offers, whatever keeps its jobs.
 
-    The methods keep the same promises in every backend (``tests/queue_contract.py``
+    The methods keep the same promises in every backend (:mod:`jobqueue.testing.contract`
     checks them against each); the docstrings of :class:`~jobqueue.backends.memory.JobQueue` give
     the details. Workers (:class:`jobqueue.worker.Worker`, :class:`jobqueue.runner.Runner`)
     accept any of them.
