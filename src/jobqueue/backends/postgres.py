@@ -41,19 +41,17 @@ from __future__ import annotations
 
 import asyncio
 import random as _random
-import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import aclosing, contextmanager, suppress
 from dataclasses import dataclass
-from importlib import resources
 from types import TracebackType
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from jobqueue.backends import rules
+from jobqueue.backends import rules, sql
 from jobqueue.backends.contract import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
     Failed,
@@ -62,7 +60,14 @@ from jobqueue.backends.contract import (
     check_ids,
     not_acked,
 )
-from jobqueue.backends.rows import DEAD_COLUMNS, JOB_COLUMNS, new_job_values, salvage, salvage_dead
+from jobqueue.backends.rows import (
+    DEAD_COLUMNS,
+    JOB_COLUMNS,
+    new_job_values,
+    salvage,
+    salvage_dead,
+    stored_values,
+)
 from jobqueue.backends.rows import dead_from_row as _dead
 from jobqueue.backends.rows import job_from_row as _job
 from jobqueue.backoff import RandomFn
@@ -101,22 +106,18 @@ CHANNEL = "jobqueue_jobs"
 """The ``LISTEN``/``NOTIFY`` channel on which enqueues wake waiting workers."""
 
 
-def _load_sql() -> dict[str, str]:
-    """The named blocks of ``postgres.sql``: ``-- name: x`` starts block ``x``.
+SQL = sql.load(
+    "postgres.sql",
+    {
+        "job_columns": JOB_COLUMNS,
+        "dead_columns": DEAD_COLUMNS,
+        "expiry_reason": rules.expiry_reason_sql("%(now)s"),
+        "lease_lost_reason": rules.lease_lost_reason_sql(),
+    },
+)
+"""The statements of ``postgres.sql`` by block name: the select lists the row conversion
+reads, and the reasons of :func:`jobqueue.backends.rules.refusal`, filled in."""
 
-    ``{job_columns}`` and ``{dead_columns}`` become the select lists the row conversion
-    reads, ``{expiry_reason}`` and ``{lease_lost_reason}`` the reasons of
-    :func:`jobqueue.backends.rules.refusal` (fixed SQL, never values).
-    """
-    text = resources.files("jobqueue.backends").joinpath("postgres.sql").read_text()
-    text = text.replace("{job_columns}", JOB_COLUMNS).replace("{dead_columns}", DEAD_COLUMNS)
-    text = text.replace("{expiry_reason}", rules.expiry_reason_sql("%(now)s"))
-    text = text.replace("{lease_lost_reason}", rules.lease_lost_reason_sql())
-    blocks = re.split(r"^-- name: (\w+)\n", text, flags=re.MULTILINE)
-    return {name: body.strip() for name, body in zip(blocks[1::2], blocks[2::2], strict=True)}
-
-
-SQL = _load_sql()
 
 _JOB_WIDTH = len(JOB_COLUMNS.split(","))  # columns in a job row
 
@@ -702,23 +703,7 @@ class PostgresQueue:
         self, con: psycopg.Connection[Any], row: Sequence[Any], error: CorruptJobError, now: float
     ) -> None:
         """Dead-letter the live job of ``row`` as its salvaged stand-in, which says what was wrong."""
-        job = salvage(row, error)
-        con.execute(
-            SQL["bury_unreadable"],
-            {
-                "id": job.id,
-                "now": now,
-                "error": job.last_error,
-                "attempts": job.attempts,
-                "max_attempts": job.max_attempts,
-                "base_s": job.backoff.base_s,
-                "cap_s": job.backoff.cap_s,
-                "run_at": job.run_at,
-                "priority": job.priority,
-                "expires_at": job.expires_at,
-                "expires_after_s": job.expires_after_s,
-            },
-        )
+        con.execute(SQL["bury_unreadable"], stored_values(salvage(row, error)) | {"now": now})
 
     def _check_holder(self, con: psycopg.Connection[Any], lease: Lease) -> Job:
         """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
