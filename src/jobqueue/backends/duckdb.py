@@ -82,6 +82,7 @@ from jobqueue.errors import (
     InvalidSettingError,
     QueueFileError,
     QueueFileLockedError,
+    QueueSchemaError,
 )
 from jobqueue.job import (
     DeadLetter,
@@ -126,6 +127,13 @@ committed in 0.7 ms with 1k jobs waiting and 4.8 ms with 100k (0.7 ms uncompress
 DuckDB cannot change a column's compression later, so a file made before keeps its own.
 DuckDB adds no NOT NULL to an existing table, so in an old file a NULL priority can be
 stored; :func:`jobqueue.backends.rows.job_from_row` refuses it as corrupt."""
+
+SCHEMA_VERSION = sql.latest_version(SQL)
+"""Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
+
+1: lesson 11's tables. 2: when a lease was claimed. 3: priorities and deadlines (lesson
+13). Older files are migrated when a queue opens them (``migration_N`` of ``duckdb.sql``).
+"""
 
 _DUCKDB_MAGIC = b"DUCK"
 """The bytes at offset 8 of every DuckDB database file."""
@@ -208,7 +216,7 @@ class DurableQueue:
             self._con = _open(self.path)
             try:
                 with self._transaction() as con:
-                    con.execute(SQL["schema"])
+                    self._migrate(con)
                     self._reserve_ids(con, con.execute(SQL["highest_given_id"]).fetchall()[0][0])
                     found = con.execute(SQL["priorities"]).fetchall()
                     self._priorities = {priority for (priority,) in found}
@@ -663,6 +671,27 @@ class DurableQueue:
                     con.execute(SQL["rewrite_dead"], stored_values(letter.job) | {"now": letter.died_at})
                 letters.append(letter)
         return letters
+
+    def _migrate(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Bring the file's tables to :data:`SCHEMA_VERSION`, creating them in a new file.
+
+        A file written before its tables recorded a version runs every migration; each
+        skips what the file has (``IF NOT EXISTS``).
+
+        Raises:
+            QueueSchemaError: naming the file and both versions, if its tables are of a
+                newer version than this jobqueue knows.
+        """
+        version = 0
+        if con.execute(SQL["has_schema"]).fetchall()[0][0]:
+            version = max((row[0] for row in con.execute(SQL["schema_version"]).fetchall()), default=0)
+        if version > SCHEMA_VERSION:
+            raise QueueSchemaError(
+                f"queue file {self.path!r} holds jobqueue tables of schema version {version}, and this"
+                f" jobqueue reads version {SCHEMA_VERSION}: use a matching jobqueue"
+            )
+        for step in sql.migrations(SQL, version):
+            con.execute(step)  # several statements, no parameters
 
     def _reserve_ids(self, con: duckdb.DuckDBPyConnection, highest: int | None) -> None:
         """Move the fresh-id sequence past ``job-{highest}``, if it has not passed it, so it never makes it.

@@ -7,10 +7,21 @@
 -- reasons jobqueue.backends.rules.refusal gives (all filled in when this file is loaded:
 -- fixed SQL, never values).
 
--- name: schema
--- The tables, created if missing; a file written before a column existed gains it (ADD
--- COLUMN IF NOT EXISTS, at the end of the table, so statements name their columns): leased
--- times in lesson 11, priorities and deadlines in lesson 13. Several statements, no parameters.
+-- name: has_schema
+SELECT count(*) > 0 FROM duckdb_tables()
+WHERE table_name = 'jobqueue_schema' AND database_name = current_database() AND schema_name = current_schema();
+
+-- name: schema_version
+SELECT version FROM jobqueue_schema;
+
+-- The migrations: block migration_N takes the tables from version N - 1 to N, and records N.
+-- A file written before the tables recorded their version runs them all: every step is
+-- IF NOT EXISTS, so it skips what such a file has. Columns added later come at the end of
+-- their table, so statements always name their columns. No parameters.
+
+-- name: migration_1
+-- Lesson 11's tables.
+CREATE TABLE IF NOT EXISTS jobqueue_schema (version INTEGER NOT NULL);
 CREATE SEQUENCE IF NOT EXISTS jobqueue_serial;
 CREATE SEQUENCE IF NOT EXISTS jobqueue_lease;
 CREATE SEQUENCE IF NOT EXISTS jobqueue_job_id;
@@ -27,16 +38,8 @@ CREATE TABLE IF NOT EXISTS jobqueue_jobs (
     lease_token VARCHAR,
     last_error VARCHAR,
     visible_at DOUBLE NOT NULL,
-    serial BIGINT NOT NULL,
-    leased_at DOUBLE,
-    priority INTEGER NOT NULL DEFAULT 0,
-    expires_at DOUBLE,
-    expires_after_s DOUBLE
+    serial BIGINT NOT NULL
 );
-ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS leased_at DOUBLE;
-ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS priority INTEGER DEFAULT 0;
-ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS expires_at DOUBLE;
-ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS expires_after_s DOUBLE;
 CREATE TABLE IF NOT EXISTS jobqueue_dead (
     id VARCHAR PRIMARY KEY,
     type VARCHAR NOT NULL,
@@ -47,19 +50,32 @@ CREATE TABLE IF NOT EXISTS jobqueue_dead (
     cap_s DOUBLE NOT NULL,
     run_at DOUBLE NOT NULL,
     last_error VARCHAR,
-    died_at DOUBLE NOT NULL,
-    priority INTEGER NOT NULL DEFAULT 0,
-    expires_at DOUBLE,
-    expires_after_s DOUBLE
+    died_at DOUBLE NOT NULL
 );
-ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS priority INTEGER DEFAULT 0;
-ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS expires_at DOUBLE;
-ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS expires_after_s DOUBLE;
 CREATE TABLE IF NOT EXISTS jobqueue_outcomes (
     second BIGINT PRIMARY KEY,
     done BIGINT NOT NULL,
     failed BIGINT NOT NULL
 );
+DELETE FROM jobqueue_schema;
+INSERT INTO jobqueue_schema VALUES (1);
+
+-- name: migration_2
+-- When a lease was claimed (lesson 11's metrics: the oldest lease).
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS leased_at DOUBLE;
+UPDATE jobqueue_schema SET version = 2;
+
+-- name: migration_3
+-- Priorities and deadlines (lesson 13): old jobs get priority 0 and no deadline. DuckDB adds
+-- no NOT NULL with a column, so a NULL priority could be stored; the row conversion refuses
+-- it as corrupt.
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS priority INTEGER DEFAULT 0;
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS expires_at DOUBLE;
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS expires_after_s DOUBLE;
+ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS priority INTEGER DEFAULT 0;
+ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS expires_at DOUBLE;
+ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS expires_after_s DOUBLE;
+UPDATE jobqueue_schema SET version = 3;
 
 -- name: highest_given_id
 SELECT max(CAST(id[5:] AS BIGINT)) FROM (SELECT id FROM jobqueue_jobs UNION ALL SELECT id FROM jobqueue_dead)

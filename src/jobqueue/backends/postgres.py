@@ -95,12 +95,6 @@ from jobqueue.metrics import DEFAULT_WINDOW_S, PendingOutcomes, QueueMetrics, bu
 
 P = TypeVar("P")
 
-SCHEMA_VERSION = 3
-"""Version of the ``jobqueue_`` tables this module reads and writes.
-
-2: lesson 12's tables. 3: priorities and deadlines (lesson 13); tables of version 2 are
-migrated when a queue opens them.
-"""
 
 CHANNEL = "jobqueue_jobs"
 """The ``LISTEN``/``NOTIFY`` channel on which enqueues wake waiting workers."""
@@ -117,6 +111,13 @@ SQL = sql.load(
 )
 """The statements of ``postgres.sql`` by block name: the select lists the row conversion
 reads, and the reasons of :func:`jobqueue.backends.rules.refusal`, filled in."""
+
+SCHEMA_VERSION = sql.latest_version(SQL)
+"""Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
+
+2: lesson 12's tables. 3: priorities and deadlines (lesson 13). Older tables are migrated
+when a queue opens them (``migration_N`` blocks of ``postgres.sql``).
+"""
 
 
 _JOB_WIDTH = len(JOB_COLUMNS.split(","))  # columns in a job row
@@ -149,7 +150,7 @@ class PostgresQueue:
     Raises:
         QueueUnavailableError: if the server cannot be reached (the message names it).
         QueueSchemaError: if the database holds ``jobqueue_`` tables of another version
-            than :data:`SCHEMA_VERSION` or 2 (which is migrated).
+            than :data:`SCHEMA_VERSION` or an older one (which is migrated).
         InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0.
 
     Every method is one transaction. One queue object holds one connection, shared by the
@@ -772,19 +773,31 @@ def describe_server(conninfo: str) -> str:
 
 
 def _create_schema(con: psycopg.Connection[Any], server: str) -> None:
-    """Create the ``jobqueue_`` tables unless they exist, or migrate version 2; check their version."""
-    if not con.execute(SQL["has_schema"]).fetchall()[0][0]:
-        con.execute(SQL["lock_schema"])  # held to the end of the transaction
-        if not con.execute(SQL["has_schema"]).fetchall()[0][0]:
-            con.execute(SQL["schema"].encode())  # several statements, no parameters
-    versions = [row[0] for row in con.execute(SQL["schema_version"]).fetchall()]
-    if versions == [2]:
+    """Bring the ``jobqueue_`` tables to :data:`SCHEMA_VERSION` (creating them), or refuse them.
+
+    The migrations run under an advisory lock, held to the end of the transaction, and only
+    after a look without it found them needed: a queue opened on current tables takes no lock.
+
+    Raises:
+        QueueSchemaError: naming the server and both versions, if the tables are of a
+            version this jobqueue does not know (a newer one).
+    """
+    versions = _versions(con)
+    if not versions or (len(versions) == 1 and versions[0] < SCHEMA_VERSION):
         con.execute(SQL["lock_schema"])
-        if [row[0] for row in con.execute(SQL["schema_version"]).fetchall()] == [2]:  # not migrated meanwhile
-            con.execute(SQL["migrate_to_3"].encode())
-        versions = [row[0] for row in con.execute(SQL["schema_version"]).fetchall()]
+        versions = _versions(con)  # another process may have migrated meanwhile
+        for step in sql.migrations(SQL, versions[0] if versions else 0):
+            con.execute(step.encode())  # several statements, no parameters
+        versions = _versions(con)
     if versions != [SCHEMA_VERSION]:
         raise QueueSchemaError(
             f"{server} holds jobqueue tables of schema version {versions}, and this jobqueue"
             f" reads version {SCHEMA_VERSION}: use a matching jobqueue, or another database"
         )
+
+
+def _versions(con: psycopg.Connection[Any]) -> list[int]:
+    """The versions recorded in ``jobqueue_schema`` (one, normally); ``[]`` if there are no tables."""
+    if not con.execute(SQL["has_schema"]).fetchall()[0][0]:
+        return []
+    return [row[0] for row in con.execute(SQL["schema_version"]).fetchall()]

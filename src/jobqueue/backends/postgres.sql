@@ -10,8 +10,12 @@
 -- One table holds live and dead jobs (died_at is NULL while a job lives), so the primary
 -- key alone keeps an id unique across waiting, leased and dead jobs, even between processes.
 
--- name: schema
--- Run once per database under an advisory lock (two processes may start at once).
+-- The migrations: block migration_N takes the tables from version N - 1 to N and records
+-- N. A database without them runs every one, in order, under an advisory lock (two
+-- processes may start at once). No parameters.
+
+-- name: migration_2
+-- Lesson 12's tables.
 CREATE TABLE jobqueue_schema (version integer NOT NULL);
 CREATE SEQUENCE jobqueue_serial;  -- claim order among jobs visible at the same time
 CREATE SEQUENCE jobqueue_lease;   -- lease tokens: unique across every process and queue object
@@ -31,26 +35,23 @@ CREATE TABLE jobqueue_jobs (
     last_error text,
     visible_at double precision NOT NULL,  -- run_at, or the lease's end while leased
     serial bigint NOT NULL DEFAULT nextval('jobqueue_serial'),
-    died_at double precision,  -- set when the job is dead-lettered
-    priority integer NOT NULL DEFAULT 0,  -- higher is claimed first among due jobs
-    expires_at double precision,  -- the deadline: waiting past it, the job is never run
-    expires_after_s double precision  -- the deadline's length, for a replay's fresh one
+    died_at double precision  -- set when the job is dead-lettered
 );
 -- The claim reads this index in order and stops after LIMIT rows: O(log n) in the backlog.
--- Within each priority the due jobs come first (visible_at ascending); PostgreSQL 18 skips
--- over the rest of a priority to the next (a skip scan), so few priorities cost little.
-CREATE INDEX jobqueue_jobs_claim ON jobqueue_jobs (priority DESC, visible_at, serial) WHERE died_at IS NULL;
+CREATE INDEX jobqueue_jobs_claim ON jobqueue_jobs (visible_at, serial) WHERE died_at IS NULL;
 CREATE INDEX jobqueue_jobs_dead ON jobqueue_jobs (died_at, id) WHERE died_at IS NOT NULL;
 CREATE TABLE jobqueue_outcomes (
     second bigint PRIMARY KEY,
     done bigint NOT NULL,
     failed bigint NOT NULL
 );
-INSERT INTO jobqueue_schema VALUES (3);
+INSERT INTO jobqueue_schema VALUES (2);
 
--- name: migrate_to_3
--- Tables of version 2 (lesson 12) gain priorities and deadlines: old jobs get priority 0
--- and no deadline, and the claim index takes the priority first, as in `schema`.
+-- name: migration_3
+-- Priorities and deadlines (lesson 13): old jobs get priority 0 and no deadline. The claim
+-- index takes the priority first: within each priority the due jobs come first (visible_at
+-- ascending); PostgreSQL 18 skips over the rest of a priority to the next (a skip scan),
+-- so few priorities cost little.
 ALTER TABLE jobqueue_jobs
     ADD COLUMN priority integer NOT NULL DEFAULT 0,
     ADD COLUMN expires_at double precision,
