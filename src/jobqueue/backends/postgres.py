@@ -495,10 +495,19 @@ class PostgresQueue:
             DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
         """
         check_job_id(job_id)
-        with self._connection() as con:
-            rows = con.execute(SQL["replay"], {"id": job_id, "now": self.clock.now()}).fetchall()
-        if not rows:
-            raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
+        with self._transaction() as con:
+            now = self.clock.now()
+            found = con.execute(SQL["dead_letter"], {"id": job_id}).fetchall()
+            if not found:
+                raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
+            job = rules.replay(_read_dead(found[0], now).job, now=now)
+            values = {
+                "attempts": job.attempts,
+                "run_at": job.run_at,
+                "expires_at": job.expires_at,
+                "id": job_id,
+            }
+            rows = con.execute(SQL["replay"], values).fetchall()
         return _job(rows[0][:-1])
 
     def discard(self, job_id: str) -> DeadLetter:

@@ -254,12 +254,16 @@ SET attempts = %(attempts)s, run_at = %(run_at)s, visible_at = %(run_at)s, lease
 WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
 RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');
 
+-- name: dead_letter
+-- The dead letter a replay starts from, locked until the replay's transaction ends.
+SELECT {dead_columns} FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NOT NULL FOR UPDATE;
+
 -- name: replay
--- A job with a deadline gets a fresh one from now (NULL stays NULL).
+-- What jobqueue.backends.rules.replay made of the dead letter: due now, no attempt used, a
+-- fresh deadline.
 UPDATE jobqueue_jobs
-SET died_at = NULL, attempts = 0, run_at = %(now)s, visible_at = %(now)s, leased_until = NULL,
-    leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial'),
-    expires_at = %(now)s + expires_after_s
+SET died_at = NULL, attempts = %(attempts)s, run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL,
+    leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial'), expires_at = %(expires_at)s
 WHERE id = %(id)s AND died_at IS NOT NULL
 RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');
 
