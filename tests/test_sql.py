@@ -108,3 +108,20 @@ def test_a_file_of_a_newer_version_is_refused_by_name(tmp_path: Path) -> None:
         con.execute("UPDATE jobqueue_schema SET version = 99")
     with pytest.raises(QueueSchemaError, match=r"newer.duckdb.*version 99.*reads version 3"):
         DurableQueue(path, clock=ManualClock(0))
+
+
+def columns(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]:
+    return con.execute(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns"
+        " WHERE table_name LIKE 'jobqueue_%' ORDER BY table_name, ordinal_position"
+    ).fetchall()
+
+
+def test_a_new_file_gets_in_one_step_the_tables_the_migrations_make() -> None:
+    with duckdb.connect() as fresh, duckdb.connect() as stepped:
+        fresh.execute(duckdb_backend.SQL["schema"])
+        for step in sql.migrations(duckdb_backend.SQL, 0):
+            stepped.execute(step)
+        assert columns(fresh) == columns(stepped)
+        versions = [con.execute(duckdb_backend.SQL["schema_version"]).fetchall() for con in (fresh, stepped)]
+        assert versions == [[(duckdb_backend.SCHEMA_VERSION,)]] * 2

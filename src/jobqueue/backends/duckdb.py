@@ -675,13 +675,17 @@ class DurableQueue:
     def _migrate(self, con: duckdb.DuckDBPyConnection) -> None:
         """Bring the file's tables to :data:`SCHEMA_VERSION`, creating them in a new file.
 
-        A file written before its tables recorded a version runs every migration; each
-        skips what the file has (``IF NOT EXISTS``).
+        A new file gets the latest tables in one step (the ``schema`` block); an older
+        file runs the migrations it lacks, and one written before its tables recorded a
+        version runs every migration, each skipping what the file has (``IF NOT EXISTS``).
 
         Raises:
             QueueSchemaError: naming the file and both versions, if its tables are of a
                 newer version than this jobqueue knows.
         """
+        if not con.execute(SQL["has_jobs"]).fetchall()[0][0]:
+            con.execute(SQL["schema"])  # a new file: the latest tables at once
+            return
         version = 0
         if con.execute(SQL["has_schema"]).fetchall()[0][0]:
             version = max((row[0] for row in con.execute(SQL["schema_version"]).fetchall()), default=0)

@@ -14,6 +14,59 @@ WHERE table_name = 'jobqueue_schema' AND database_name = current_database() AND 
 -- name: schema_version
 SELECT version FROM jobqueue_schema;
 
+-- name: has_jobs
+SELECT count(*) > 0 FROM duckdb_tables()
+WHERE table_name = 'jobqueue_jobs' AND database_name = current_database() AND schema_name = current_schema();
+
+-- name: schema
+-- A new file's tables, at the latest version in one step: what the migrations below make
+-- of an old file, and more (NOT NULL on the priorities, which DuckDB cannot add to a
+-- column later). tests/test_sql.py holds the two to the same columns. No parameters.
+CREATE TABLE jobqueue_schema (version INTEGER NOT NULL);
+CREATE SEQUENCE IF NOT EXISTS jobqueue_serial;
+CREATE SEQUENCE IF NOT EXISTS jobqueue_lease;
+CREATE SEQUENCE IF NOT EXISTS jobqueue_job_id;
+CREATE TABLE IF NOT EXISTS jobqueue_jobs (
+    id VARCHAR USING COMPRESSION uncompressed PRIMARY KEY,
+    type VARCHAR NOT NULL,
+    payload VARCHAR NOT NULL,
+    attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    base_s DOUBLE NOT NULL,
+    cap_s DOUBLE NOT NULL,
+    run_at DOUBLE NOT NULL,
+    leased_until DOUBLE,
+    lease_token VARCHAR,
+    last_error VARCHAR,
+    visible_at DOUBLE NOT NULL,
+    serial BIGINT NOT NULL,
+    leased_at DOUBLE,
+    priority INTEGER NOT NULL DEFAULT 0,
+    expires_at DOUBLE,
+    expires_after_s DOUBLE
+);
+CREATE TABLE IF NOT EXISTS jobqueue_dead (
+    id VARCHAR PRIMARY KEY,
+    type VARCHAR NOT NULL,
+    payload VARCHAR NOT NULL,
+    attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    base_s DOUBLE NOT NULL,
+    cap_s DOUBLE NOT NULL,
+    run_at DOUBLE NOT NULL,
+    last_error VARCHAR,
+    died_at DOUBLE NOT NULL,
+    priority INTEGER NOT NULL DEFAULT 0,
+    expires_at DOUBLE,
+    expires_after_s DOUBLE
+);
+CREATE TABLE IF NOT EXISTS jobqueue_outcomes (
+    second BIGINT PRIMARY KEY,
+    done BIGINT NOT NULL,
+    failed BIGINT NOT NULL
+);
+INSERT INTO jobqueue_schema VALUES (3);
+
 -- The migrations: block migration_N takes the tables from version N - 1 to N, and records N.
 -- A file written before the tables recorded their version runs them all: every step is
 -- IF NOT EXISTS, so it skips what such a file has. Columns added later come at the end of
