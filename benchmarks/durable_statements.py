@@ -27,7 +27,7 @@ from typing import Any
 
 import duckdb
 
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
 
 ROW_OF_THE_QUEUE = (

@@ -54,7 +54,7 @@ import persistqueue
 from huey.storage import SqliteStorage
 
 import jobqueue as jq
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.runner import Runner
 from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
 

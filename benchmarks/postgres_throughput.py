@@ -127,13 +127,13 @@ def timed_part(
 
 
 def jobqueue_setup(url: str) -> None:
-    from jobqueue.postgres import PostgresQueue
+    from jobqueue.backends.postgres import PostgresQueue
 
     PostgresQueue(url).close()  # creates the tables
 
 
 def jobqueue_worker(url: str, numbers: range, batch: int, phase: Barrier) -> int:
-    from jobqueue.postgres import PostgresQueue
+    from jobqueue.backends.postgres import PostgresQueue
 
     with PostgresQueue(url) as queue:
 
@@ -160,7 +160,7 @@ def jobqueue_worker(url: str, numbers: range, batch: int, phase: Barrier) -> int
 
 
 def jobqueue_left(url: str) -> int:
-    from jobqueue.postgres import PostgresQueue
+    from jobqueue.backends.postgres import PostgresQueue
 
     with PostgresQueue(url) as queue:
         return len(queue)

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import jobqueue as jq
-from jobqueue.durable import DurableQueue
-from jobqueue.queue import Queue
+from jobqueue.backends.contract import Queue
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.runner import Runner
 from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
 

@@ -20,8 +20,8 @@ import pytest
 from waiting import HANG_GUARD_S, hang, wait_until
 
 from jobqueue import ManualClock
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.cli import WorkerStats, main, stats_path
-from jobqueue.durable import DurableQueue
 from jobqueue.metrics import QueueMetrics
 from jobqueue.shop import BUILD_REPORT, SEND_RECEIPT, ReceiptPayload, ReportPayload
 
@@ -42,7 +42,7 @@ def bury(queue: DurableQueue, job_id: str, order_id: int, error: str) -> None:
     queue.enqueue(SEND_RECEIPT, receipt(order_id), id=job_id)
     lease = queue.claim()
     assert lease is not None and lease.job.id == job_id
-    assert queue.fail(lease, error, permanent=True) == "dead"
+    assert queue.fail(lease, error, permanent=True).outcome == "dead"
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def path(tmp_path: Path) -> Path:
 def dead_file(path: Path) -> Path:
     """A queue file with two dead letters (died at EPOCH_S and 60 s later) and one waiting job."""
     clock = ManualClock(EPOCH_S)
-    with DurableQueue(path, clock) as queue:
+    with DurableQueue(path, clock=clock) as queue:
         bury(queue, "receipt-2", 2, "PermanentJobError: invalid e-mail address 'nobody'")
         clock.advance(60)
         bury(queue, "receipt-3", 3, "ConnectionError: the mail provider is down")
@@ -71,7 +71,7 @@ def dead_file(path: Path) -> Path:
 def test_stats_prints_the_figures_of_a_queue_file(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     began = time.time()
     clock = ManualClock(began - 120)  # two minutes ago on the wall clock
-    with DurableQueue(path, clock) as queue:
+    with DurableQueue(path, clock=clock) as queue:
         queue.enqueue_many(SEND_RECEIPT, [receipt(1), receipt(2), receipt(3)], ids=["r-1", "r-2", "r-3"])
         first, second = queue.claim_many(2)
         queue.ack(first)
@@ -451,7 +451,7 @@ def test_a_worker_process_logs_reports_stats_and_gives_back_its_job_on_sigterm(p
 
 HOLD = """
 import sys, time
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 queue = DurableQueue(sys.argv[1])
 print("holding", flush=True)
 time.sleep(3600)  # killed by the test

@@ -13,8 +13,8 @@ import pytest
 from test_cli import HANDLERS, Lines, jobqueue_command, receipt, without_times
 from waiting import HANG_GUARD_S, wait_until
 
+from jobqueue.backends.postgres import PostgresQueue
 from jobqueue.cli import main
-from jobqueue.postgres import PostgresQueue
 from jobqueue.shop import BUILD_REPORT, SEND_RECEIPT, ReportPayload
 
 

@@ -14,7 +14,7 @@ def dead_job(clock: ManualClock) -> JobQueue:
     clock.advance(2)
     lease = queue.claim()
     assert lease is not None
-    assert queue.fail(lease, "PermanentJobError: bad address", permanent=True) == "dead"
+    assert queue.fail(lease, "PermanentJobError: bad address", permanent=True).outcome == "dead"
     return queue
 
 

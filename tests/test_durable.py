@@ -1,6 +1,6 @@
 """What only a durable queue has: a DuckDB file that outlives the process.
 
-Checked here, against :class:`jobqueue.durable.DurableQueue` on a real file:
+Checked here, against :class:`jobqueue.backends.duckdb.DurableQueue` on a real file:
 
 - a restart (close, then a new queue object on the same file) finds every job as it was:
   state, attempts, ``run_at``, ``leased_until``, ``last_error``, the dead letters; lease
@@ -50,7 +50,7 @@ from jobqueue import (
     StaleLeaseError,
     Worker,
 )
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.errors import QueueFileLockedError
 from jobqueue.metrics import QueueMetrics
 from jobqueue.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
@@ -74,7 +74,7 @@ def path(tmp_path: Path) -> Path:
 def open_queue(path: Path | str, clock: ManualClock, **kwargs: Any) -> DurableQueue:
     """A durable queue with the largest retry delays (``random`` fixed at 1.0)."""
     kwargs.setdefault("random", lambda: 1.0)
-    return DurableQueue(path, clock, **kwargs)
+    return DurableQueue(path, clock=clock, **kwargs)
 
 
 def snapshot(queue: DurableQueue) -> tuple[object, ...]:
@@ -112,8 +112,8 @@ def test_a_reopened_file_holds_every_job_and_dead_letter_as_it_was(path: Path) -
         done, held, retried, doomed = queue.claim_many(4)  # job-1 .. job-4, leases until T0 + 30
         queue.ack(done)
         clock.advance(2)
-        assert queue.fail(retried, RuntimeError("mail provider down")) == "retry"  # first delay: 4 s
-        assert queue.fail(doomed, PermanentJobError("no such order"), permanent=True) == "dead"
+        assert queue.fail(retried, RuntimeError("mail provider down")).outcome == "retry"  # first delay: 4 s
+        assert queue.fail(doomed, PermanentJobError("no such order"), permanent=True).outcome == "dead"
         before = snapshot(queue)
         tokens = [done.token, held.token, retried.token, doomed.token]
 
@@ -217,7 +217,7 @@ def test_a_lease_held_when_the_process_ends_is_handed_out_again_after_the_timeou
 
 HOLD_THE_FILE = """
 import sys, time
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 
 queue = DurableQueue(sys.argv[1])
 print("ready", flush=True)
@@ -236,7 +236,7 @@ def test_a_second_process_cannot_open_the_file_until_the_first_has_ended(path: P
             assert holder.stdout is not None
             assert holder.stdout.readline() == "ready\n"
             with pytest.raises(QueueFileLockedError) as info:
-                DurableQueue(path, ManualClock(T0))
+                DurableQueue(path, clock=ManualClock(T0))
             message = str(info.value)
             assert str(path) in message
             assert "another process has it open" in message
@@ -329,7 +329,7 @@ def test_enqueue_many_returns_the_existing_record_for_an_id_already_held(path: P
         queue.enqueue(RENDER_INVOICE, invoice(1), id="dead")
         doomed = queue.claim()
         assert doomed is not None
-        assert queue.fail(doomed, "PermanentJobError: no such order", permanent=True) == "dead"
+        assert queue.fail(doomed, "PermanentJobError: no such order", permanent=True).outcome == "dead"
         queue.enqueue(RENDER_INVOICE, invoice(2), id="leased")
         held = queue.claim()
         assert held is not None
@@ -385,7 +385,7 @@ def test_claim_many_hands_out_the_longest_claimable_jobs_first(path: Path) -> No
         queue.enqueue(RENDER_INVOICE, invoice(2), id="retried")
         first_try = queue.claim()
         assert first_try is not None
-        assert queue.fail(first_try, "ConnectionError: timed out") == "retry"  # claimable from T0 + 3
+        assert queue.fail(first_try, "ConnectionError: timed out").outcome == "retry"  # claimable from T0 + 3
         clock.advance(1)
         queue.enqueue(RENDER_INVOICE, invoice(3), id="busy")
         busy = queue.claim()
@@ -537,7 +537,9 @@ def test_release_gives_the_job_back_due_now_without_counting_the_attempt(path: P
         queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2)], ids=["first", "second"])
         lease = queue.claim()
         assert lease is not None
-        assert queue.fail(lease, "ConnectionError: timed out") == "retry"  # "first": claimable at T0 + 2
+        assert (
+            queue.fail(lease, "ConnectionError: timed out").outcome == "retry"
+        )  # "first": claimable at T0 + 2
         clock.advance(5)
         second, first = queue.claim_many(2)
         assert (first.job.id, first.job.attempts) == ("first", 2)
@@ -594,8 +596,10 @@ def test_metrics_of_a_scene_built_by_hand_survive_a_restart(path: Path) -> None:
         clock.advance(2)
         queue.ack(a)  # done in second T0 + 2
         clock.advance(2)
-        assert queue.fail(b, "ConnectionError: timed out") == "retry"  # failed at T0 + 4, back at T0 + 14
-        assert queue.fail(c, "PermanentJobError: no such order", permanent=True) == "dead"  # T0 + 4
+        assert (
+            queue.fail(b, "ConnectionError: timed out").outcome == "retry"
+        )  # failed at T0 + 4, back at T0 + 14
+        assert queue.fail(c, "PermanentJobError: no such order", permanent=True).outcome == "dead"  # T0 + 4
         clock.advance(2)
         d = queue.claim()  # held until T0 + 36
         assert d is not None
@@ -640,13 +644,13 @@ def test_metrics_of_a_scene_built_by_hand_survive_a_restart(path: Path) -> None:
 def test_a_fail_that_raises_changes_no_count(path: Path) -> None:
     draws = iter([1.0, 2.0])  # the second retry delay draws an impossible random number
     clock = ManualClock(T0)
-    with DurableQueue(path, clock, random=lambda: next(draws)) as queue:
+    with DurableQueue(path, clock=clock, random=lambda: next(draws)) as queue:
         queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(1, 5)])
         first, second, third, fourth = queue.claim_many(4)
         queue.ack(first)
         clock.advance(0.5)
         queue.ack(second)  # same second: counted in memory, not written yet
-        assert queue.fail(third, "ConnectionError: timed out") == "retry"
+        assert queue.fail(third, "ConnectionError: timed out").outcome == "retry"
         clock.advance(1)
         before = snapshot(queue)
         with pytest.raises(InvalidSettingError, match="random"):
@@ -674,7 +678,7 @@ def test_metrics_refuses_a_window_out_of_range(path: Path, window: float, shown:
 @pytest.mark.parametrize(("timeout", "shown"), [(0, "0"), (-1, "-1"), (math.nan, "nan"), (math.inf, "inf")])
 def test_visibility_timeout_must_be_finite_and_positive(path: Path, timeout: float, shown: str) -> None:
     with pytest.raises(InvalidSettingError) as info:
-        DurableQueue(path, ManualClock(T0), visibility_timeout_s=timeout)
+        DurableQueue(path, clock=ManualClock(T0), visibility_timeout_s=timeout)
     assert "visibility_timeout_s" in str(info.value)
     assert f"got {shown}" in str(info.value)
     with open_queue(path, ManualClock(T0)) as queue:  # the refused queue did not keep the file
@@ -750,6 +754,7 @@ def test_a_file_written_before_priorities_gains_them_and_keeps_its_jobs(path: Pa
     for table in ("jobqueue_jobs", "jobqueue_dead"):
         for column in ("priority", "expires_at", "expires_after_s"):
             con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    con.execute("UPDATE jobqueue_schema SET version = 2")  # what those tables record
     con.close()
     with open_queue(path, clock) as queue:
         assert [(job.id, job.priority, job.expires_at) for job in queue.jobs()] == [("old-2", 0, None)]
@@ -797,7 +802,7 @@ def test_job_ids_are_stored_uncompressed_so_an_ack_commits_in_the_same_time_at_a
     # a deleted job's id then has to be read back out of its compressed block at commit, to
     # take it out of the primary key: measured, 100 acks committed in 0.7 ms with 1k jobs
     # waiting and 4.8 ms with 100k. Stored uncompressed, 0.7 ms at both.
-    with DurableQueue(path, ManualClock(0)) as queue:
+    with DurableQueue(path, clock=ManualClock(0)) as queue:
         queue.enqueue_many(
             SEND_RECEIPT, [ReceiptPayload(order_id=n, email="a@example.com") for n in range(5_000)]
         )

@@ -32,7 +32,7 @@ import pytest
 from waiting import HANG_GUARD_S, hang
 
 from jobqueue import ManualClock, SystemClock
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 
 TRIALS = 5
@@ -55,7 +55,7 @@ CHILD = """
 import asyncio, os, sys
 
 from jobqueue import SystemClock, Worker
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.runner import Runner
 from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 
@@ -77,7 +77,7 @@ async def render(payload: InvoicePayload) -> None:
 
 
 async def main() -> None:
-    with DurableQueue(queue_file, SystemClock(), visibility_timeout_s=timeout_s) as queue:
+    with DurableQueue(queue_file, clock=SystemClock(), visibility_timeout_s=timeout_s) as queue:
         worker = Worker(queue, heartbeat_s=heartbeat_s)
         worker.register(RENDER_INVOICE, render)
         await Runner(worker, concurrency=4, poll_s=0.05).run()
@@ -110,7 +110,7 @@ def test_the_trials_are_as_many_as_announced() -> None:
 def test_a_worker_killed_mid_run_loses_no_job(tmp_path: Path, trial: int) -> None:
     queue_file, log, errors = tmp_path / "jobs.duckdb", tmp_path / "started.log", tmp_path / "child.err"
     ids = [f"invoice-{n}" for n in range(1, JOBS + 1)]
-    with DurableQueue(queue_file, SystemClock(), visibility_timeout_s=VISIBILITY_TIMEOUT_S) as queue:
+    with DurableQueue(queue_file, clock=SystemClock(), visibility_timeout_s=VISIBILITY_TIMEOUT_S) as queue:
         queue.enqueue_many(RENDER_INVOICE, [InvoicePayload(order_id=n) for n in range(1, JOBS + 1)], ids=ids)
     started_at = time.time()
 
@@ -136,7 +136,7 @@ def test_a_worker_killed_mid_run_loses_no_job(tmp_path: Path, trial: int) -> Non
     assert set(ran) <= set(ids)
 
     clock = ManualClock(started_at)  # before any lease the child took
-    with DurableQueue(queue_file, clock, visibility_timeout_s=VISIBILITY_TIMEOUT_S) as queue:
+    with DurableQueue(queue_file, clock=clock, visibility_timeout_s=VISIBILITY_TIMEOUT_S) as queue:
         before = {job.id: job for job in queue.jobs()}
         leased = {job_id: job for job_id, job in before.items() if job.leased_until is not None}
         never_claimed = {job_id for job_id, job in before.items() if job.attempts == 0}

@@ -54,7 +54,7 @@ def memory(clock: jq.ManualClock) -> jq.JobQueue:
 
 
 def durable(clock: jq.ManualClock) -> jq.DurableQueue:
-    return jq.DurableQueue(":memory:", clock)
+    return jq.DurableQueue(":memory:", clock=clock)
 
 
 BACKENDS = [pytest.param(memory, id="memory"), pytest.param(durable, id="durable")]
@@ -252,7 +252,7 @@ def corrupt(path: Path, statement: str) -> None:
 @pytest.fixture
 def three(tmp_path: Path, clock: jq.ManualClock) -> Path:
     path = tmp_path / "q.db"
-    with jq.DurableQueue(path, clock) as queue:
+    with jq.DurableQueue(path, clock=clock) as queue:
         queue.enqueue_many(T, [M(0), M(1), M(2)], ids=["j0", "j1", "j2"])
     corrupt(path, "UPDATE jobqueue_jobs SET base_s = 0 WHERE id = 'j0'")
     return path
@@ -261,7 +261,7 @@ def three(tmp_path: Path, clock: jq.ManualClock) -> Path:
 def test_claim_many_dead_letters_a_corrupt_row_and_hands_out_the_rest(
     three: Path, clock: jq.ManualClock
 ) -> None:
-    with jq.DurableQueue(three, clock) as queue:
+    with jq.DurableQueue(three, clock=clock) as queue:
         leases = queue.claim_many(3)
         assert [lease.job.id for lease in leases] == ["j1", "j2"]
         assert [lease.job.attempts for lease in leases] == [1, 1]
@@ -276,7 +276,7 @@ def test_claim_many_dead_letters_a_corrupt_row_and_hands_out_the_rest(
 
 
 def test_jobs_and_get_dead_letter_a_corrupt_row(three: Path, clock: jq.ManualClock) -> None:
-    with jq.DurableQueue(three, clock) as queue:
+    with jq.DurableQueue(three, clock=clock) as queue:
         assert [job.id for job in queue.jobs()] == ["j1", "j2"]
         assert queue.get("j0") is None
         assert [letter.job.id for letter in queue.dead_letters()] == ["j0"]
@@ -286,12 +286,12 @@ def test_dead_letters_and_the_cli_read_a_corrupt_dead_row(
     tmp_path: Path, clock: jq.ManualClock, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "q.db"
-    with jq.DurableQueue(path, clock) as queue:
+    with jq.DurableQueue(path, clock=clock) as queue:
         queue.enqueue_many(T, [M(0), M(1)], ids=["d0", "d1"])
         for lease in queue.claim_many(2):
             queue.fail(lease, "boom", permanent=True)
     corrupt(path, "UPDATE jobqueue_dead SET max_attempts = 0 WHERE id = 'd0'")
-    with jq.DurableQueue(path, clock) as queue:
+    with jq.DurableQueue(path, clock=clock) as queue:
         letters = {letter.job.id: letter.job for letter in queue.dead_letters()}
     assert set(letters) == {"d0", "d1"}
     assert letters["d0"].last_error is not None and "max_attempts" in letters["d0"].last_error
@@ -319,18 +319,18 @@ def test_a_durable_queue_refuses_a_path_that_is_not_one(
 
 def test_a_second_queue_object_on_one_file_is_refused(tmp_path: Path, clock: jq.ManualClock) -> None:
     path = tmp_path / "q.db"
-    first = jq.DurableQueue(path, clock)
+    first = jq.DurableQueue(path, clock=clock)
     with pytest.raises(jq.QueueFileLockedError, match=r"q\.db") as caught:
-        jq.DurableQueue(str(path), clock)
+        jq.DurableQueue(str(path), clock=clock)
     assert "already open in this process" in str(caught.value)
     assert "test_hardening.py" in str(caught.value)  # where the first one was opened
     first.close()
-    with jq.DurableQueue(path, clock) as again:  # closed: free again
+    with jq.DurableQueue(path, clock=clock) as again:  # closed: free again
         assert len(again) == 0
 
 
 def test_in_memory_queues_do_not_share(clock: jq.ManualClock) -> None:
-    with jq.DurableQueue(":memory:", clock) as one, jq.DurableQueue(":memory:", clock) as two:
+    with jq.DurableQueue(":memory:", clock=clock) as one, jq.DurableQueue(":memory:", clock=clock) as two:
         one.enqueue(T, M(1))
         assert len(two) == 0
 
@@ -340,7 +340,7 @@ def test_in_memory_queues_do_not_share(clock: jq.ManualClock) -> None:
 
 @pytest.mark.parametrize("same_ids", [False, True])
 def test_a_lease_from_another_durable_queue_is_stale(clock: jq.ManualClock, same_ids: bool) -> None:
-    e, s = jq.DurableQueue(":memory:", clock), jq.DurableQueue(":memory:", clock)
+    e, s = jq.DurableQueue(":memory:", clock=clock), jq.DurableQueue(":memory:", clock=clock)
     e.enqueue(T, M(1), id="email-1")
     s.enqueue(T, M(2), id="email-1" if same_ids else "sms-1")
     lease = e.claim()
@@ -363,7 +363,7 @@ def test_a_sqlite_file_is_refused_without_the_network(tmp_path: Path, clock: jq.
     con.commit()
     con.close()
     with pytest.raises(jq.QueueFileError, match=r"app\.db.*SQLite") as caught:
-        jq.DurableQueue(path, clock)
+        jq.DurableQueue(path, clock=clock)
     assert "extension" not in str(caught.value) and "download" not in str(caught.value)
 
 
@@ -371,7 +371,7 @@ def test_a_text_file_is_refused(tmp_path: Path, clock: jq.ManualClock) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("not a database at all, just some text that is long enough\n")
     with pytest.raises(jq.QueueFileError, match=r"notes\.txt"):
-        jq.DurableQueue(path, clock)
+        jq.DurableQueue(path, clock=clock)
 
 
 # -- 9. NaN and infinity ---------------------------------------------------------------------------
@@ -469,7 +469,7 @@ def test_queues_check_their_retry_policy(clock: jq.ManualClock) -> None:
     with pytest.raises(jq.InvalidSettingError, match=r"retry.*'x'"):
         jq.JobQueue(clock, retry="x")  # type: ignore[arg-type]
     with pytest.raises(jq.InvalidSettingError, match=r"retry.*'x'"):
-        jq.DurableQueue(":memory:", clock, retry="x")  # type: ignore[arg-type]
+        jq.DurableQueue(":memory:", clock=clock, retry="x")  # type: ignore[arg-type]
 
 
 def test_a_job_type_checks_its_arguments() -> None:
@@ -489,7 +489,7 @@ def test_fail_needs_an_error(make: Any, clock: jq.ManualClock) -> None:
     with pytest.raises(jq.InvalidSettingError, match="None"):
         queue.fail(lease, None)
     assert queue.get(lease.job.id).leased_until is not None  # nothing changed
-    assert queue.fail(lease, "boom") == "retry"
+    assert queue.fail(lease, "boom").outcome == "retry"
 
 
 # -- 13. a byte-corrupted queue file ----------------------------------------------------------------
@@ -497,13 +497,13 @@ def test_fail_needs_an_error(make: Any, clock: jq.ManualClock) -> None:
 
 def test_a_corrupt_queue_file_is_named(tmp_path: Path, clock: jq.ManualClock) -> None:
     path = tmp_path / "broken.db"
-    with jq.DurableQueue(path, clock) as queue:
+    with jq.DurableQueue(path, clock=clock) as queue:
         queue.enqueue_many(T, [M(n) for n in range(100)])
     data = bytearray(path.read_bytes())
     data[4096:] = b"\xa5" * (len(data) - 4096)  # keep the headers, spoil everything after
     path.write_bytes(bytes(data))
     with pytest.raises(jq.QueueFileError, match=r"broken\.db"):
-        jq.DurableQueue(path, clock)
+        jq.DurableQueue(path, clock=clock)
 
 
 # -- the row check: one fast pass for the usual row, the same verdicts as value by value --------
@@ -534,7 +534,7 @@ GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, N
     ],
 )
 def test_a_row_with_one_bad_value_is_refused_naming_it(column: str, bad: object) -> None:
-    from jobqueue._rows import JOB_FIELDS, job_from_row
+    from jobqueue.backends.rows import JOB_FIELDS, job_from_row
 
     row = list(GOOD_ROW)
     row[JOB_FIELDS.index(column)] = bad
@@ -551,7 +551,7 @@ def test_a_row_with_one_bad_value_is_refused_naming_it(column: str, bad: object)
     ],
 )
 def test_a_readable_row_gives_the_job_its_values_make(changes: dict[str, object]) -> None:
-    from jobqueue._rows import JOB_FIELDS, job_from_row
+    from jobqueue.backends.rows import JOB_FIELDS, job_from_row
 
     values = dict(zip(JOB_FIELDS, GOOD_ROW, strict=True)) | changes
     job = job_from_row(list(values.values()))

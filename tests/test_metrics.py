@@ -52,7 +52,7 @@ def scene(make: Callable[..., Queue] = JobQueue) -> tuple[ManualClock, Queue]:
     queue.enqueue(SEND_RECEIPT, receipt(2), id="early-retry")
     first = claim("early-retry")
     at(20)
-    assert queue.fail(first, "ConnectionError: down") == "retry"  # due at 30
+    assert queue.fail(first, "ConnectionError: down").outcome == "retry"  # due at 30
     at(30)
     second = claim("early-retry")
     queue.enqueue(SEND_RECEIPT, receipt(3), id="expired")
@@ -72,9 +72,9 @@ def scene(make: Callable[..., Queue] = JobQueue) -> tuple[ManualClock, Queue]:
     at(80)
     queue.ack(leases["ok-2"])
     at(92)
-    assert queue.fail(leases["retry"], "ConnectionError: down") == "retry"  # due at 102
+    assert queue.fail(leases["retry"], "ConnectionError: down").outcome == "retry"  # due at 102
     at(95)
-    assert queue.fail(leases["dead"], "PermanentJobError: no", permanent=True) == "dead"
+    assert queue.fail(leases["dead"], "PermanentJobError: no", permanent=True).outcome == "dead"
     at(97)
     queue.ack(leases["ok-3"])
     at(99)

@@ -1,6 +1,6 @@
 """PostgresQueue: the queue contract on PostgreSQL, and what only a shared server allows.
 
-- the contract state machine of ``tests/queue_contract.py``, with the settings the other
+- the contract state machine of ``jobqueue.testing.contract``, with the settings the other
   queues use (tables emptied between examples, not a database per example: faster);
 - batches: ``enqueue_batch`` says which ids were added (a repeat, a waiting, leased or dead
   job), fresh ``job-N`` ids skip ids chosen by hand, ``ack_many`` returns the stale leases;
@@ -27,7 +27,6 @@ from typing import Any
 import psycopg
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
-from queue_contract import QueueUnderTest, Settings, queue_state_machine
 from test_queue_state_machine import SETTINGS, policy
 from waiting import HANG_GUARD_S, hang, wait_until_async, within_hang_guard
 
@@ -44,10 +43,11 @@ from jobqueue import (
     SystemClock,
     Worker,
 )
+from jobqueue.backends.contract import Queue
+from jobqueue.backends.postgres import PostgresQueue, describe_server
 from jobqueue.errors import QueueSchemaError
-from jobqueue.postgres import PostgresQueue, describe_server
-from jobqueue.queue import Queue
 from jobqueue.shop import RENDER_INVOICE, InvoicePayload
+from jobqueue.testing.contract import Settings, queue_state_machine
 
 T0 = 1_000.0
 
@@ -85,7 +85,7 @@ def run_python(code: str, *args: str, timeout: float = 60) -> str:
 def test_postgres_queue_keeps_the_queue_contract(pg_conninfo: str) -> None:
     opened: list[PostgresQueue] = []
 
-    def factory(clock: ManualClock, settings: Settings) -> QueueUnderTest:
+    def factory(clock: ManualClock, settings: Settings) -> Queue:
         while opened:
             opened.pop().close()
         queue = PostgresQueue(
@@ -223,7 +223,7 @@ def test_a_job_enqueued_in_the_callers_transaction_commits_or_rolls_back_with_it
 CLAIMER = """
 import sys
 from jobqueue import ManualClock
-from jobqueue.postgres import PostgresQueue
+from jobqueue.backends.postgres import PostgresQueue
 with PostgresQueue(sys.argv[1], clock=ManualClock(1000.0)) as queue:
     claimed = []
     while leases := queue.claim_many(7):
@@ -263,7 +263,7 @@ def test_a_stale_ack_from_another_process_is_refused(pg_conninfo: str) -> None:
             """
             import sys
             from jobqueue import ManualClock
-            from jobqueue.postgres import PostgresQueue
+            from jobqueue.backends.postgres import PostgresQueue
             with PostgresQueue(sys.argv[1], clock=ManualClock(1011.0), visibility_timeout_s=10) as queue:
                 print(queue.claim().token)
             """,
@@ -277,7 +277,7 @@ def test_a_stale_ack_from_another_process_is_refused(pg_conninfo: str) -> None:
             """
             import sys
             from jobqueue import ManualClock, StaleLeaseError
-            from jobqueue.postgres import PostgresQueue
+            from jobqueue.backends.postgres import PostgresQueue
             with PostgresQueue(sys.argv[1], clock=ManualClock(1012.0)) as queue:
                 [job] = queue.jobs()
                 from jobqueue import Lease
@@ -624,7 +624,7 @@ def test_a_heartbeat_that_finds_the_connection_killed_tries_again_at_the_next_be
 def test_a_claim_reads_the_claim_index_in_order_and_stops_at_its_limit(
     queue: PostgresQueue, pg_conninfo: str
 ) -> None:
-    from jobqueue.postgres import SQL
+    from jobqueue.backends.postgres import SQL
 
     for start in range(0, 20_000, 5_000):  # two priorities: the index orders by priority first
         batch = [invoice(n) for n in range(start, start + 5_000)]
@@ -750,7 +750,7 @@ def test_a_batch_is_leased_in_claim_order_wherever_its_rows_lie(pg_conninfo: str
 def test_an_ack_finds_its_jobs_by_key_on_a_table_never_analysed(
     queue: PostgresQueue, pg_conninfo: str
 ) -> None:
-    from jobqueue.postgres import SQL
+    from jobqueue.backends.postgres import SQL
 
     for start in range(0, 2_000, 100):  # batches, as producers send them
         queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(start, start + 100)])

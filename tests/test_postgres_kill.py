@@ -42,7 +42,7 @@ from pathlib import Path
 import psycopg
 from waiting import HANG_GUARD_S, wait_until
 
-from jobqueue.postgres import PostgresQueue
+from jobqueue.backends.postgres import PostgresQueue
 
 SEED = 13
 KILLS = 30
@@ -79,7 +79,7 @@ import asyncio, json, os, random, signal, sys, time, traceback
 import psycopg
 
 from jobqueue import RetryPolicy, SystemClock, Worker
-from jobqueue.postgres import PostgresQueue
+from jobqueue.backends.postgres import PostgresQueue
 from jobqueue.runner import Runner
 from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 

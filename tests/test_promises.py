@@ -17,7 +17,7 @@ def test_no_hand_out_before_the_retry_time_then_exactly_at_it() -> None:
     queue.enqueue(SEND_RECEIPT, RECEIPT, id="receipt-1001")
     lease = queue.claim()
     assert lease is not None
-    assert queue.fail(lease, ConnectionError("mail provider down")) == "retry"  # retry at t=1
+    assert queue.fail(lease, ConnectionError("mail provider down")).outcome == "retry"  # retry at t=1
 
     clock.advance(0.999)
     assert queue.claim() is None
@@ -34,11 +34,11 @@ def test_dead_after_the_last_attempt() -> None:
     queue.enqueue(SEND_RECEIPT, RECEIPT, id="receipt-1001")
     first = queue.claim()
     assert first is not None
-    assert queue.fail(first, ConnectionError("down")) == "retry"
+    assert queue.fail(first, ConnectionError("down")).outcome == "retry"
     clock.advance(1)
     second = queue.claim()
     assert second is not None
-    assert queue.fail(second, ConnectionError("down")) == "dead"
+    assert queue.fail(second, ConnectionError("down")).outcome == "dead"
 
     [dead] = queue.dead_letters()
     assert (dead.job.id, dead.job.attempts) == ("receipt-1001", 2)

@@ -17,7 +17,7 @@ from jobqueue import (
     RetryPolicy,
     StaleLeaseError,
 )
-from jobqueue.queue import ack_and_claim
+from jobqueue.backends.contract import ack_then_claim
 from jobqueue.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
 
 RECEIPT = ReceiptPayload(order_id=1001, email="customer@example.com")
@@ -83,6 +83,31 @@ def test_error_classes_share_one_root_and_the_builtin_kinds() -> None:
         jq.PermanentJobError,
     ):
         assert issubclass(error, jq.JobQueueError)
+
+
+def test_errors_fall_in_families_and_every_one_is_exported() -> None:
+    import inspect
+
+    import jobqueue.errors
+
+    raised = {
+        name
+        for name, value in vars(jobqueue.errors).items()
+        if inspect.isclass(value) and issubclass(value, jq.JobQueueError)
+    }
+    assert raised <= set(jq.__all__)
+    signals = {jq.PermanentJobError, jq.RetryAfterError, jq.CircuitOpenError}
+    storage = {
+        jq.QueueFileError,
+        jq.QueueFileLockedError,
+        jq.QueueUnavailableError,
+        jq.QueueSchemaError,
+        jq.CorruptJobError,
+        jq.TransactionAbortedError,
+    }
+    assert all(issubclass(kind, jq.JobSignal) and not issubclass(kind, jq.StorageError) for kind in signals)
+    assert all(issubclass(kind, jq.StorageError) and not issubclass(kind, jq.JobSignal) for kind in storage)
+    assert not issubclass(jq.StaleLeaseError, jq.StorageError | jq.JobSignal)
 
 
 # -- payloads ------------------------------------------------------------------------
@@ -252,7 +277,7 @@ def test_claim_hands_out_the_job_due_earliest_first() -> None:
     queue.enqueue(RENDER_INVOICE, invoice(), id="retried")
     lease = queue.claim()
     assert lease is not None
-    assert queue.fail(lease, "boom") == "retry"  # due again at t=1
+    assert queue.fail(lease, "boom").outcome == "retry"  # due again at t=1
     clock.advance(0.5)
     queue.enqueue(RENDER_INVOICE, invoice(), id="newer")  # due at t=0.5
     clock.advance(0.5)
@@ -371,7 +396,7 @@ def test_fail_retries_after_the_backoff_delay() -> None:
     queue.enqueue(RENDER_INVOICE, invoice(), id="invoice-1001")
     lease = queue.claim()
     assert lease is not None
-    assert queue.fail(lease, RuntimeError("renderer crashed")) == "retry"
+    assert queue.fail(lease, RuntimeError("renderer crashed")).outcome == "retry"
     job = queue.get("invoice-1001")
     assert job is not None
     # attempt 1: ceiling 2 s, delay 2/2 + 0.5 * 2/2 = 1.5 s
@@ -400,7 +425,7 @@ def test_permanent_failure_goes_straight_to_the_dead_letters() -> None:
     queue.enqueue(SEND_RECEIPT, RECEIPT, id="receipt-1001")
     lease = queue.claim()
     assert lease is not None
-    assert queue.fail(lease, jq.PermanentJobError("invalid e-mail address"), permanent=True) == "dead"
+    assert queue.fail(lease, jq.PermanentJobError("invalid e-mail address"), permanent=True).outcome == "dead"
     [dead] = queue.dead_letters()
     expected = replace(
         lease.job, leased_until=None, leased_at=None, last_error="PermanentJobError: invalid e-mail address"
@@ -416,7 +441,7 @@ def test_failing_the_last_attempt_is_dead() -> None:
     queue.enqueue(RENDER_INVOICE, invoice(), id="once")
     lease = queue.claim()
     assert lease is not None
-    assert queue.fail(lease, RuntimeError("boom")) == "dead"
+    assert queue.fail(lease, RuntimeError("boom")).outcome == "dead"
     assert [dead.job.id for dead in queue.dead_letters()] == ["once"]
 
 
@@ -647,7 +672,7 @@ def test_queue_matches_a_linear_scan_model(
                         queue.fail(lease, "failed", permanent=op[2])
                     assert snapshot(queue) == before
                 else:
-                    assert queue.fail(lease, "failed", permanent=op[2]) == outcome
+                    assert queue.fail(lease, "failed", permanent=op[2]).outcome == outcome
         elif kind == "advance":
             model.now = clock.advance(op[1])
         assert claimed_real == claimed_model
@@ -804,7 +829,7 @@ def test_a_leased_job_is_not_cut_off_by_its_deadline_but_its_retry_is() -> None:
     lease = queue.claim()
     assert lease is not None
     clock.advance(700)  # past the deadline while a worker holds it
-    assert queue.fail(lease, "smtp down") == "retry"  # the lease is honoured
+    assert queue.fail(lease, "smtp down").outcome == "retry"  # the lease is honoured
     clock.advance(1)
     assert queue.claim() is None  # waiting again, past its deadline: not run again
     (dead,) = queue.dead_letters()
@@ -850,7 +875,7 @@ class CountingHeapq:
 
 def heap_calls_per_claim(backlog: int, monkeypatch: pytest.MonkeyPatch) -> float:
     """Heap pushes and pops per claim-and-ack from a due backlog of three priorities."""
-    import jobqueue.queue
+    import jobqueue.backends.memory
 
     clock = ManualClock()
     queue = make_queue(clock)
@@ -858,7 +883,7 @@ def heap_calls_per_claim(backlog: int, monkeypatch: pytest.MonkeyPatch) -> float
         queue.enqueue(RENDER_INVOICE, invoice(number), priority=number % 3)
     clock.advance(1)
     counting = CountingHeapq()
-    monkeypatch.setattr(jobqueue.queue, "heapq", counting)
+    monkeypatch.setattr(jobqueue.backends.memory, "heapq", counting)
     for _ in range(100):
         lease = queue.claim()
         assert lease is not None and lease.job.priority == 2
@@ -914,17 +939,17 @@ def test_the_priority_and_deadline_scene_in_memory() -> None:
     }
 
 
-def test_ack_and_claim_of_a_queue_without_its_own_acks_then_claims() -> None:
-    # The shared default (queue.ack_and_claim): ack_many, then claim_many.
+def test_ack_then_claim_for_a_queue_without_its_own_ack_and_claim() -> None:
+    # The shared default (contract.ack_then_claim): ack_many, then claim_many.
     clock = ManualClock(0)
     queue = make_queue(clock)
     queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(1, 5)], ids=["i1", "i2", "i3", "i4"])
     first, second = queue.claim_many(2)
     queue.ack(second)
-    stale, claimed = ack_and_claim(queue, [first, second], 1)
+    stale, claimed = ack_then_claim(queue, [first, second], 1)
     assert stale == [second]
     assert [lease.job.id for lease in claimed] == ["i3"]
-    assert ack_and_claim(queue, claimed, 0) == ([], [])
+    assert ack_then_claim(queue, claimed, 0) == ([], [])
     assert sorted(job.id for job in queue.jobs()) == ["i4"]
     with pytest.raises(InvalidSettingError, match="-1"):
-        ack_and_claim(queue, [], -1)
+        ack_then_claim(queue, [], -1)

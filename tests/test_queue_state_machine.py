@@ -1,4 +1,4 @@
-"""The queue contract (tests/queue_contract.py) as a hypothesis state machine, per queue.
+"""The queue contract (jobqueue.testing.contract) as a hypothesis state machine, per queue.
 
 Settings: ``max_examples=100``, ``stateful_step_count=30``, ``deadline=None``,
 ``derandomize=True`` (the same runs every time, so CI is reproducible; no database
@@ -8,10 +8,11 @@ against the in-memory :class:`JobQueue` and the DuckDB-backed :class:`DurableQue
 """
 
 from hypothesis import settings as hypothesis_settings
-from queue_contract import QueueUnderTest, Settings, queue_state_machine
 
 from jobqueue import Backoff, JobQueue, ManualClock, RetryPolicy
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.contract import Queue
+from jobqueue.backends.duckdb import DurableQueue
+from jobqueue.testing.contract import Settings, queue_state_machine
 
 SETTINGS = hypothesis_settings(
     max_examples=100, stateful_step_count=30, deadline=None, derandomize=True, database=None
@@ -25,22 +26,22 @@ def policy(settings: Settings) -> RetryPolicy:
     )
 
 
-def in_memory_queue(clock: ManualClock, settings: Settings) -> QueueUnderTest:
+def in_memory_queue(clock: ManualClock, settings: Settings) -> Queue:
     """``jobqueue.JobQueue`` configured as the contract asks."""
     return JobQueue(
         clock, visibility_timeout_s=settings.visibility_timeout_s, retry=policy(settings), random=lambda: 1.0
     )
 
 
-def durable_queue(clock: ManualClock, settings: Settings) -> QueueUnderTest:
-    """``jobqueue.durable.DurableQueue`` in an in-memory DuckDB database, configured likewise.
+def durable_queue(clock: ManualClock, settings: Settings) -> Queue:
+    """``jobqueue.backends.duckdb.DurableQueue`` in an in-memory DuckDB database, configured likewise.
 
     The same SQL runs as on a file; ``tests/test_durable.py`` covers what only a file has
     (restarts, the file lock, a killed worker).
     """
     return DurableQueue(
         ":memory:",
-        clock,
+        clock=clock,
         visibility_timeout_s=settings.visibility_timeout_s,
         retry=policy(settings),
         random=lambda: 1.0,

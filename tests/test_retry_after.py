@@ -31,9 +31,9 @@ from jobqueue import (
     classify_exception,
     parse_retry_after,
 )
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.contract import Queue
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.failures import retry_delay_s
-from jobqueue.queue import Queue
 from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 
 T0 = 1_000.0
@@ -115,11 +115,11 @@ def queue(request: pytest.FixtureRequest) -> Iterator[Queue]:
     if request.param == "memory":
         yield JobQueue(clock, retry=POLICY, random=lambda: 1.0)
     elif request.param == "duckdb":
-        durable = DurableQueue(":memory:", clock, retry=POLICY, random=lambda: 1.0)
+        durable = DurableQueue(":memory:", clock=clock, retry=POLICY, random=lambda: 1.0)
         yield durable
         durable.close()
     else:
-        from jobqueue.postgres import PostgresQueue
+        from jobqueue.backends.postgres import PostgresQueue
 
         conninfo = request.getfixturevalue("pg_conninfo")
         with PostgresQueue(conninfo, clock=clock, retry=POLICY, random=lambda: 1.0) as postgres:
@@ -137,7 +137,7 @@ def test_fail_with_retry_after_schedules_the_retry_then_not_by_the_backoff(queue
     lease = queue.claim()
     assert lease is not None
     clock.advance(2)
-    assert queue.fail(lease, RetryAfterError(30, "503 Service Unavailable")) == "retry"
+    assert queue.fail(lease, RetryAfterError(30, "503 Service Unavailable")).outcome == "retry"
     job = queue.get("invoice-1")
     assert job is not None
     assert (job.run_at, job.visible_at(), job.attempts) == (T0 + 32, T0 + 32, 1)  # the attempt counted
@@ -173,18 +173,18 @@ def test_retry_after_on_the_last_attempt_or_permanent_still_dead_letters(queue: 
     for _ in range(POLICY.max_attempts - 1):
         lease = queue.claim()
         assert lease is not None
-        assert queue.fail(lease, RetryAfterError(5)) == "retry"
+        assert queue.fail(lease, RetryAfterError(5)).outcome == "retry"
         clock.advance(5)
     last = queue.claim()
     assert last is not None and last.job.attempts == POLICY.max_attempts
-    assert queue.fail(last, RetryAfterError(5)) == "dead"
+    assert queue.fail(last, RetryAfterError(5)).outcome == "dead"
     [dead] = queue.dead_letters()
     assert (dead.job.id, dead.job.attempts) == ("invoice-1", 3)
 
     queue.enqueue(RENDER_INVOICE, InvoicePayload(order_id=2), id="invoice-2")
     lease = queue.claim()
     assert lease is not None
-    assert queue.fail(lease, RetryAfterError(5), permanent=True) == "dead"
+    assert queue.fail(lease, RetryAfterError(5), permanent=True).outcome == "dead"
 
 
 def test_release_with_a_delay_makes_the_job_due_later_without_spending_the_attempt(queue: Queue) -> None:

@@ -31,7 +31,7 @@ from jobqueue import (
     SystemClock,
     Worker,
 )
-from jobqueue.durable import DurableQueue
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.runner import ACK_GROUP_S, DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
 
 
@@ -600,7 +600,8 @@ def test_a_clock_that_cannot_sleep_is_refused() -> None:
     with pytest.raises(InvalidSettingError) as refused:
         Runner(Worker(JobQueue(NowOnly())))
     assert str(refused.value) == (
-        "a runner needs a clock that can sleep (like SystemClock or ManualClock), got NowOnly"
+        "a runner needs a clock that can sleep (with an async sleep(seconds), like SystemClock or"
+        " ManualClock), got NowOnly"
     )
 
 
@@ -617,7 +618,7 @@ def test_the_defaults() -> None:
 
 
 def test_a_durable_queue_asks_for_bigger_claims_by_default() -> None:
-    with DurableQueue(":memory:", ManualClock()) as queue:
+    with DurableQueue(":memory:", clock=ManualClock()) as queue:
         assert Runner(Worker(queue)).prefetch == DurableQueue.claim_batch == 200
         assert Runner(Worker(queue), concurrency=100).prefetch == 400  # four per slot is more
         assert Runner(Worker(queue), prefetch=3).prefetch == 3

@@ -51,6 +51,11 @@ def test_mypy_accepts_handlers_whose_payload_types_match() -> None:
     assert (stdout, status) == ("", 0)
 
 
+def test_mypy_sees_every_backend_keep_the_contract_and_the_abilities_it_has() -> None:
+    stdout, status = run_mypy(TYPING / "backends_declare.py")
+    assert (status, stdout) == (0, "")
+
+
 def test_mypy_rejects_a_subscriber_or_payload_of_another_class() -> None:
     bad = TYPING / "bad_subscriber.py"
     stdout, status = run_mypy(bad)

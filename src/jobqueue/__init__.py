@@ -19,10 +19,12 @@ course helpers only.
 from typing import TYPE_CHECKING, Any
 
 from jobqueue import db, fanout, idempotency, outbox
+from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, Failed, FailOutcome, Queue
+from jobqueue.backends.duckdb import DurableQueue
+from jobqueue.backends.memory import JobQueue
 from jobqueue.backoff import DEFAULT_BASE_S, DEFAULT_CAP_S, Backoff, RandomFn
 from jobqueue.breaker import CircuitBreaker
 from jobqueue.clock import Clock, ManualClock, SleepingClock, SystemClock
-from jobqueue.durable import DurableQueue
 from jobqueue.errors import (
     MAX_RETRY_AFTER_S,
     CircuitOpenError,
@@ -31,14 +33,17 @@ from jobqueue.errors import (
     HandlerCancelledError,
     InvalidSettingError,
     JobQueueError,
+    JobSignal,
     JobTimeoutError,
     PayloadError,
     PermanentJobError,
     QueueFileError,
     QueueFileLockedError,
+    QueueSchemaError,
     QueueUnavailableError,
     RetryAfterError,
     StaleLeaseError,
+    StorageError,
     TransactionAbortedError,
     UnknownJobTypeError,
 )
@@ -57,20 +62,19 @@ from jobqueue.job import (
 )
 from jobqueue.metrics import QueueMetrics
 from jobqueue.outbox import Relay
-from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, FailOutcome, JobQueue, Queue
 from jobqueue.retry_budget import RetryBudget
 from jobqueue.runner import Runner
 from jobqueue.testing import History, HistoryReport, check_history
 from jobqueue.worker import DEFAULT_TIMEOUT_S, Handler, Heartbeat, JobEvent, Worker
 
 if TYPE_CHECKING:
-    from jobqueue.postgres import PostgresQueue
+    from jobqueue.backends.postgres import PostgresQueue
 
 
 def __getattr__(name: str) -> Any:
     """``PostgresQueue`` on first use, so that ``import jobqueue`` works without psycopg."""
     if name == "PostgresQueue":
-        from jobqueue.postgres import PostgresQueue
+        from jobqueue.backends.postgres import PostgresQueue
 
         return PostgresQueue
     raise AttributeError(f"module 'jobqueue' has no attribute {name!r}")
@@ -94,6 +98,7 @@ __all__ = [
     "DeadLetterNotFoundError",
     "DurableQueue",
     "FailOutcome",
+    "Failed",
     "Handler",
     "HandlerCancelledError",
     "Heartbeat",
@@ -104,6 +109,7 @@ __all__ = [
     "JobEvent",
     "JobQueue",
     "JobQueueError",
+    "JobSignal",
     "JobTimeoutError",
     "JobType",
     "Lease",
@@ -116,6 +122,7 @@ __all__ = [
     "QueueFileError",
     "QueueFileLockedError",
     "QueueMetrics",
+    "QueueSchemaError",
     "QueueUnavailableError",
     "RandomFn",
     "Relay",
@@ -125,6 +132,7 @@ __all__ = [
     "Runner",
     "SleepingClock",
     "StaleLeaseError",
+    "StorageError",
     "SystemClock",
     "Topic",
     "TransactionAbortedError",

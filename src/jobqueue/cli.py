@@ -8,14 +8,14 @@ Run as ``jobqueue …`` (installed with the package) or ``python -m jobqueue …
     jobqueue replay shop.db receipt-1001        # or: --all
 
 Every command takes a DuckDB file or a PostgreSQL URL (``postgresql://user@host/db``,
-a :class:`~jobqueue.postgres.PostgresQueue`). On PostgreSQL any number of worker processes
+a :class:`~jobqueue.backends.postgres.PostgresQueue`). On PostgreSQL any number of worker processes
 share one queue, and ``stats``, ``dead`` and ``replay`` work while they run.
 
 ``worker`` loads handlers from ``MODULE:FUNCTION``, a function that takes a
 :class:`~jobqueue.worker.Worker` and registers handlers on it; it logs one line per job
 to standard output and shuts down gracefully on SIGTERM or SIGINT (see
 :class:`~jobqueue.runner.Runner`). DuckDB lets one process hold the file, so while a
-worker runs no other process can enqueue, list or replay (see :mod:`jobqueue.durable`);
+worker runs no other process can enqueue, list or replay (see :mod:`jobqueue.backends.duckdb`);
 ``stats`` then reads the figures the worker writes next to the file (``FILE.stats.json``)
 every ``--stats-every`` seconds.
 
@@ -38,18 +38,21 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 
+from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, NamesServer, Queue
+from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.clock import SystemClock
-from jobqueue.durable import DurableQueue
 from jobqueue.errors import QueueFileError, QueueFileLockedError, QueueSchemaError, QueueUnavailableError
 from jobqueue.job import check_count, check_positive_seconds
 from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
-from jobqueue.queue import DEFAULT_VISIBILITY_TIMEOUT_S, Queue
 from jobqueue.runner import DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
 from jobqueue.worker import DEFAULT_TIMEOUT_S, JobEvent, Worker
+
+if TYPE_CHECKING:
+    from jobqueue.backends.postgres import PostgresQueue
 
 Register = Callable[[Worker], object]
 """A function that registers handlers on a worker (what ``--handlers`` names)."""
@@ -90,7 +93,9 @@ def is_url(target: str) -> bool:
     return target.startswith(("postgresql://", "postgres://"))
 
 
-def open_queue(target: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S) -> Any:
+def open_queue(
+    target: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S
+) -> DurableQueue | PostgresQueue:
     """The queue ``target`` names: a :class:`PostgresQueue` for a URL, else a :class:`DurableQueue`.
 
     Raises:
@@ -98,16 +103,15 @@ def open_queue(target: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_
         QueueFileError: if the file is not a DuckDB database or another process holds it.
     """
     if is_url(target):
-        from jobqueue.postgres import PostgresQueue
+        from jobqueue.backends.postgres import PostgresQueue
 
         return PostgresQueue(target, clock=SystemClock(), visibility_timeout_s=visibility_timeout_s)
-    return DurableQueue(target, SystemClock(), visibility_timeout_s=visibility_timeout_s)
+    return DurableQueue(target, clock=SystemClock(), visibility_timeout_s=visibility_timeout_s)
 
 
 def where(queue: Queue, target: str) -> str:
     """How log lines name the queue: the file, or the server (never a URL's password)."""
-    server: str | None = getattr(queue, "server", None)
-    return server if server is not None else target
+    return queue.server if isinstance(queue, NamesServer) else target
 
 
 def stats_path(queue_file: str | Path) -> Path:

@@ -1,4 +1,13 @@
-"""Every error the package raises, under one root class.
+"""Every error the package raises, under one root class, in two families and the rest.
+
+- :class:`JobSignal`: what a handler raises to tell the worker what to do with its job
+  (:class:`PermanentJobError`, :class:`RetryAfterError`, :class:`CircuitOpenError`).
+- :class:`StorageError`: the storage under a queue failed or refused (its file, its
+  server, its schema, a row that cannot be read, an aborted transaction). Code that keeps
+  a service up catches this family and tries again later.
+- The rest say that a call was wrong or came too late: a bad argument or payload, an
+  unknown job type, a stale lease, a dead letter that is not there; and what the worker
+  records of an attempt it had to stop (a time limit, a stray cancellation).
 
 Each class's docstring says when it is raised. Errors caused by a bad argument also
 subclass :class:`ValueError` (or :class:`LookupError`), so code that catches the
@@ -14,6 +23,20 @@ import math
 
 class JobQueueError(Exception):
     """Root of every error raised by :mod:`jobqueue`."""
+
+
+class JobSignal(JobQueueError):
+    """Raised by a handler to tell the worker what to do with its job, instead of a plain failure.
+
+    Introduced in lesson 04 (:class:`PermanentJobError`); the others in lesson 14.
+    """
+
+
+class StorageError(JobQueueError):
+    """The storage under a queue failed or refused; the message names the file or server.
+
+    Introduced in lesson 11 (the DuckDB file); the server's errors in lesson 12.
+    """
 
 
 class InvalidSettingError(JobQueueError, ValueError):
@@ -57,7 +80,7 @@ class DeadLetterNotFoundError(JobQueueError, LookupError):
     """A dead letter was asked for by an id that is not in the dead-letter queue."""
 
 
-class PermanentJobError(JobQueueError):
+class PermanentJobError(JobSignal):
     """Raised by a handler when retrying cannot help (bad address, order not found...).
 
     The worker fails the job as permanent: it goes straight to the dead-letter queue
@@ -74,7 +97,7 @@ the longest SQS lets a message stay invisible (``ChangeMessageVisibility``).
 """
 
 
-class RetryAfterError(JobQueueError):
+class RetryAfterError(JobSignal):
     """Raised by a handler when the dependency said when to try again (a 429 or 503 with ``Retry-After``).
 
     A transient failure: the attempt counts, and the job is dead-lettered on its last
@@ -112,7 +135,7 @@ class RetryAfterError(JobQueueError):
         self.reason = reason
 
 
-class CircuitOpenError(JobQueueError):
+class CircuitOpenError(JobSignal):
     """A call was refused because the circuit breaker of its dependency is open.
 
     Raised by :class:`~jobqueue.breaker.CircuitBreaker` instead of calling the
@@ -170,7 +193,7 @@ class HandlerCancelledError(JobQueueError):
     """
 
 
-class CorruptJobError(JobQueueError):
+class CorruptJobError(StorageError):
     """A stored job row cannot be read back as a job (a backoff of 0 s, a NULL count...).
 
     Someone edited the table by hand, or an old version wrote it. The queue dead-letters
@@ -180,7 +203,7 @@ class CorruptJobError(JobQueueError):
     """
 
 
-class TransactionAbortedError(JobQueueError):
+class TransactionAbortedError(StorageError):
     """A statement inside a DuckDB transaction failed and the transaction was rolled back.
 
     DuckDB marks a transaction aborted after any failed statement, and a later ``COMMIT``
@@ -190,7 +213,7 @@ class TransactionAbortedError(JobQueueError):
     """
 
 
-class QueueFileError(JobQueueError):
+class QueueFileError(StorageError):
     """A durable queue's file cannot be used: not a DuckDB database (SQLite, text...), corrupt, or locked.
 
     The message names the file.
@@ -200,7 +223,7 @@ class QueueFileError(JobQueueError):
 class QueueFileLockedError(QueueFileError):
     """A durable queue's DuckDB file is open in another process, or already in this one.
 
-    In this process, a second :class:`~jobqueue.durable.DurableQueue` on a file that one
+    In this process, a second :class:`~jobqueue.backends.duckdb.DurableQueue` on a file that one
     still holds open is refused as well: two objects on one file would race each other's
     transactions. The message then names where the first one was opened.
 
@@ -231,7 +254,7 @@ def describe_failure(error: BaseException | str) -> str:
     raise InvalidSettingError(f"fail() needs the exception or a message, got {error!r}")
 
 
-class QueueUnavailableError(JobQueueError):
+class QueueUnavailableError(StorageError):
     """A queue's database server cannot be reached: the connection dropped or the server restarted.
 
     The message names the server (host, port, database; never a password). Nothing is
@@ -242,5 +265,8 @@ class QueueUnavailableError(JobQueueError):
     """
 
 
-class QueueSchemaError(JobQueueError):
-    """A database holds ``jobqueue_`` tables of a schema version this jobqueue cannot read."""
+class QueueSchemaError(StorageError):
+    """A database holds ``jobqueue_`` tables of a schema version this jobqueue cannot read.
+
+    The message names the server and both versions. Introduced in lesson 12.
+    """

@@ -22,9 +22,9 @@ import re
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from jobqueue.backends.contract import Queue
 from jobqueue.errors import InvalidSettingError, PayloadError
 from jobqueue.job import JobType
-from jobqueue.queue import JobQueue
 
 E = TypeVar("E")
 
@@ -95,7 +95,7 @@ class Subscription(Generic[E]):
     """
 
     name: str
-    queue: JobQueue
+    queue: Queue
     job_type: JobType[E]
 
 
@@ -143,7 +143,7 @@ class Topic(Generic[E]):
         self.payload_type = payload_type
         self._subscriptions: dict[str, Subscription[E]] = {}
 
-    def subscribe(self, name: str, queue: JobQueue, job_type: JobType[E]) -> Subscription[E]:
+    def subscribe(self, name: str, queue: Queue, job_type: JobType[E]) -> Subscription[E]:
         """Add a subscriber: from now on each published event puts a copy in ``queue``.
 
         Args:

@@ -390,21 +390,6 @@ def deadline(now: float, expires_after_s: float | None) -> float | None:
     return None if expires_after_s is None else now + expires_after_s
 
 
-def is_expired(job: Job, now: float) -> bool:
-    """Whether ``job``, if waiting, is past its deadline at ``now`` (seconds): it must not run."""
-    return job.expires_at is not None and now > job.expires_at
-
-
-def expiry_reason(job: Job, now: float) -> str:
-    """The ``last_error`` of a job dead-lettered at ``now`` for waiting past its deadline.
-
-    How late it is, in whole seconds rounded up: ``"expired: still waiting 60 s past its
-    deadline"``. ``postgres.sql`` (the claim) builds the same text; keep them alike.
-    """
-    assert job.expires_at is not None  # only a job with a deadline expires
-    return f"expired: still waiting {math.ceil(now - job.expires_at)} s past its deadline"
-
-
 def check_job_id(value: object, name: str = "id") -> str:
     """Return ``value`` if it is a non-empty str, as every job id must be.
 

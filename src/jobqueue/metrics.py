@@ -23,6 +23,7 @@ Introduced in lesson 11.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -142,7 +143,7 @@ def bucket(at: float) -> int:
 class OutcomeLog:
     """Counts of acked and failed attempts per one-second bucket, for the last day.
 
-    Used by :class:`~jobqueue.queue.JobQueue`; the durable queue keeps the same buckets in
+    Used by :class:`~jobqueue.backends.memory.JobQueue`; the durable queue keeps the same buckets in
     a table. Memory is bounded: one entry per second that saw an outcome, for at most
     :data:`RETENTION_S` seconds.
     """
@@ -185,7 +186,7 @@ class PendingOutcomes:
     The DuckDB and PostgreSQL queues count acks and failures in memory and write them once a
     second, one upsert a second instead of one per ack: an upsert costs DuckDB several
     milliseconds. A crash loses at most a second of counts, which only the metrics read.
-    Not thread-safe: the queue calls it under its own lock.
+    It counts and writes under the queue's own ``lock``, so threads may share the queue.
 
     The queue passes its ``store`` on each call rather than at construction, so that this
     object holds no reference back to the queue: a queue nobody refers to any more is freed
@@ -195,31 +196,34 @@ class PendingOutcomes:
     bucket; rows older than the second ``before`` may go.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
         self._log = OutcomeLog()
         self._written_at: int | None = None
 
     def record(self, now: float, *, done: int, failed: int, store: StoreOutcomes) -> None:
         """Count ``done`` acks and ``failed`` failures at ``now`` (seconds); write once a second."""
-        self._log.record(now, failed=False, count=done)
-        self._log.record(now, failed=True, count=failed)
-        if bucket(now) != self._written_at:
-            self.write(now, store)
+        with self._lock:
+            self._log.record(now, failed=False, count=done)
+            self._log.record(now, failed=True, count=failed)
+            if bucket(now) != self._written_at:
+                self.write(now, store)
 
     def write(self, now: float, store: StoreOutcomes) -> None:
         """Store the pending counts now. They leave memory only once ``store`` has returned."""
-        rows = self._log.rows()
-        if rows:
-            store(
-                {
-                    "seconds": [second for second, _, _ in rows],
-                    "done": [done for _, done, _ in rows],
-                    "failed": [failed for _, _, failed in rows],
-                },
-                bucket(now - RETENTION_S),
-            )
-            self._log.clear()
-        self._written_at = bucket(now)
+        with self._lock:
+            rows = self._log.rows()
+            if rows:
+                store(
+                    {
+                        "seconds": [second for second, _, _ in rows],
+                        "done": [done for _, done, _ in rows],
+                        "failed": [failed for _, _, failed in rows],
+                    },
+                    bucket(now - RETENTION_S),
+                )
+                self._log.clear()
+            self._written_at = bucket(now)
 
 
 StoreOutcomes = Callable[[dict[str, list[int]], int], None]

@@ -12,7 +12,7 @@ module owns only the ``outbox`` table.
 
 The relay is at-least-once: a crash between publishing and marking publishes the row
 again, with the same job id (``"outbox-17"``, :func:`outbox_job_id`), which
-:meth:`jobqueue.queue.JobQueue.enqueue` ignores while it holds the job. It selects
+:meth:`jobqueue.backends.memory.JobQueue.enqueue` ignores while it holds the job. It selects
 ``WHERE sent_at IS NULL`` on every run, never "ids above the last one sent": a sequence
 hands out ids at insert, but transactions commit in any order, so a *lower* id can
 become visible after a higher one was published.
@@ -137,7 +137,7 @@ Publish = Callable[[OutboxMessage], object]
 
 
 class Enqueuer(Protocol):
-    """Anything with :meth:`JobQueue.enqueue <jobqueue.queue.JobQueue.enqueue>`'s signature."""
+    """Anything with :meth:`JobQueue.enqueue <jobqueue.backends.memory.JobQueue.enqueue>`'s signature."""
 
     def enqueue(self, job_type: JobType[P], payload: P, *, id: str | None = None) -> object:
         """Add a job, or ignore it if a job with ``id`` is already held."""
@@ -385,7 +385,7 @@ def publisher(target: Enqueuer, job_types: Sequence[JobType[Any]]) -> Publish:
     :attr:`OutboxMessage.job_id`, so a message published twice is one job.
 
     Args:
-        target: a :class:`~jobqueue.queue.JobQueue`, or anything with its ``enqueue``.
+        target: a :class:`~jobqueue.backends.memory.JobQueue`, or anything with its ``enqueue``.
         job_types: the job types the outbox may hold, with distinct names.
 
     Raises:

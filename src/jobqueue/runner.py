@@ -12,12 +12,12 @@ committed together with the next claim, once as many jobs have finished as one c
 takes, when nothing is left running, or at the latest :data:`ACK_GROUP_S` seconds after
 the job ended (sooner if its lease would run out first), so a durable queue commits about
 one ack per claim instead of one per wake-up, in the same transaction as the claim
-(:func:`jobqueue.queue.ack_and_claim`).
+(:meth:`jobqueue.worker.Worker.settle_and_claim`).
 
 Shutdown follows the usual contract of a process manager (systemd, Kubernetes, Heroku):
 on SIGTERM or SIGINT (or :meth:`Runner.stop`) it stops claiming, gives running jobs up
 to ``grace_s`` seconds to finish, then cancels the rest and gives their jobs back
-(:meth:`~jobqueue.queue.JobQueue.release`), so another worker can take them at once
+(:meth:`~jobqueue.backends.memory.JobQueue.release`), so another worker can take them at once
 instead of waiting for the leases to run out. A second signal ends the grace period.
 
 When the queue's server cannot be reached (:class:`~jobqueue.errors.QueueUnavailableError`,
@@ -41,8 +41,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from jobqueue.backends.contract import ClaimsAhead, WaitsForWork
 from jobqueue.clock import SleepingClock
-from jobqueue.errors import InvalidSettingError, QueueUnavailableError, StaleLeaseError
+from jobqueue.errors import QueueUnavailableError, StaleLeaseError
 from jobqueue.job import Lease, check_count, check_positive_seconds
 from jobqueue.worker import Attempt, JobEvent, Worker
 
@@ -81,13 +82,15 @@ class Runner:
         concurrency: how many jobs may run at once (>= 1). Suited to jobs that await I/O;
             CPU-bound handlers block the event loop and gain nothing.
         poll_s: seconds to wait before looking again at a queue with no due job (> 0).
-            A queue that can say when work arrives (an async ``wait_for_work(timeout_s)``
-            method, as :class:`~jobqueue.postgres.PostgresQueue` has through LISTEN/NOTIFY)
-            wakes an idle runner at once; polling stays the fallback.
+            A queue that can say when work arrives
+            (:class:`~jobqueue.backends.contract.WaitsForWork`, as
+            :class:`~jobqueue.backends.postgres.PostgresQueue` is through LISTEN/NOTIFY) wakes an
+            idle runner at once; polling stays the fallback.
         grace_s: seconds running jobs get to finish after :meth:`stop` (> 0).
         prefetch: jobs to claim ahead of a free slot (>= 0; default ``None``: four times
             ``concurrency``, Celery's default multiplier, or the queue's ``claim_batch``
-            if it has one and that is more; 0 for none). When a job ends, a
+            if it has one (:class:`~jobqueue.backends.contract.ClaimsAhead`) and that is
+            more; 0 for none). When a job ends, a
             prefetched one starts at once and the ack and the next claim happen while it
             runs, which hides the queue's round trips (RabbitMQ's prefetch count, Celery's
             prefetch multiplier); and the runner claims again only once fewer than
@@ -117,26 +120,23 @@ class Runner:
         prefetch: int | None = None,
         log: Callable[[str], object] | None = None,
     ) -> None:
-        clock = worker.queue.clock
-        if not isinstance(clock, SleepingClock):
-            raise InvalidSettingError(
-                f"a runner needs a clock that can sleep (like SystemClock or ManualClock), got"
-                f" {type(clock).__name__}"
-            )
         self.worker = worker
-        self.clock: SleepingClock = clock
+        self.clock: SleepingClock = worker.sleeping_clock("a runner")
         self.concurrency = check_count("concurrency", concurrency)
         self.poll_s = check_positive_seconds("poll_s", poll_s)
         self.grace_s = check_positive_seconds("grace_s", grace_s)
+        queue = worker.queue
+        least = queue.claim_batch if isinstance(queue, ClaimsAhead) else 0
         self.prefetch = (
-            max(PREFETCH_PER_SLOT * self.concurrency, getattr(worker.queue, "claim_batch", 0))
+            max(PREFETCH_PER_SLOT * self.concurrency, least)
             if prefetch is None
             else check_count("prefetch", prefetch, least=0)
         )
         self._log = log
-        # How often a prefetched lease is extended while it waits for a slot, in seconds.
-        timeout_s = worker.queue.visibility_timeout_s
-        self._refresh_s = worker.heartbeat_s if worker.heartbeat_s is not None else timeout_s / 3
+        # How long a claim or an extension holds a job, and how often a prefetched lease is
+        # extended while it waits for a slot, in seconds.
+        self._lease_s = queue.visibility_timeout_s
+        self._refresh_s = worker.heartbeat_s if worker.heartbeat_s is not None else self._lease_s / 3
         # Finished attempts not settled yet, and when the first of them must be settled by.
         self._finished: list[Attempt] = []
         self._settle_by = float("inf")
@@ -147,8 +147,8 @@ class Runner:
         self._hurry = asyncio.Event()
         # A queue that can tell when work arrives (PostgresQueue: LISTEN/NOTIFY) wakes an
         # idle runner at once; polling every poll_s stays the fallback.
-        self._wait_for_work: Callable[[float], Awaitable[bool]] | None = getattr(
-            worker.queue, "wait_for_work", None
+        self._wait_for_work: Callable[[float], Awaitable[bool]] | None = (
+            queue.wait_for_work if isinstance(queue, WaitsForWork) else None
         )
 
     def stop(self) -> None:
@@ -280,7 +280,7 @@ class Runner:
 
     def _refresh_due(self, lease: Lease) -> float:
         """When a waiting prefetched ``lease`` should be extended (seconds on the clock)."""
-        return lease.expires_at - self.worker.queue.visibility_timeout_s + self._refresh_s
+        return lease.expires_at - self._lease_s + self._refresh_s
 
     def _keep_alive(self, waiting: deque[Lease]) -> list[JobEvent]:
         """Extend the leases of prefetched jobs that are due for it; drop any found lost."""
@@ -292,7 +292,7 @@ class Runner:
             lease = waiting.popleft()
             if now >= self._refresh_due(lease):
                 try:
-                    lease = self.worker.queue.extend_lease(lease)
+                    lease = self.worker.keep(lease)
                 except StaleLeaseError as stale:
                     events.append(self.worker.record(lease, "stale", stale))
                     continue
@@ -347,8 +347,6 @@ class Runner:
         Returns the events of the settled attempts and the claimed leases.
         """
         attempts, self._finished, self._settle_by = self._finished, [], float("inf")
-        if not attempts:
-            return [], self.worker.queue.claim_many(claim) if claim else []
         return self.worker.settle_and_claim(attempts, claim)
 
     async def _shut_down(
@@ -358,7 +356,7 @@ class Runner:
         if self._log is not None and self._stopping.is_set():
             self._log(f"stopping: no new claims; {len(running)} running job(s) get up to {self.grace_s:g} s")
         events = self._settle_finished()[0]
-        events += [self._give_back(lease) for lease in waiting]
+        events += [self.worker.give_back(lease) for lease in waiting]
         waiting.clear()
         grace = asyncio.create_task(self._grace_over())
         hurry = asyncio.create_task(self._hurry.wait())
@@ -380,16 +378,8 @@ class Runner:
             if not task.cancelled() and task.exception() is None:
                 events += self.worker.settle([task.result()])  # finished while being cancelled
             else:
-                events.append(self._give_back(lease))
+                events.append(self.worker.give_back(lease))
         return events
-
-    def _give_back(self, lease: Lease) -> JobEvent:
-        """Release ``lease`` and record it (as ``"stale"`` if the lease was already lost)."""
-        try:
-            self.worker.queue.release(lease)
-        except StaleLeaseError as stale:
-            return self.worker.record(lease, "stale", stale)
-        return self.worker.record(lease, "released")
 
     async def _grace_over(self) -> bool:
         await self.clock.sleep(self.grace_s)

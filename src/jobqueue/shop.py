@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from jobqueue.backends.contract import Queue
 from jobqueue.clock import ManualClock
 from jobqueue.errors import PermanentJobError
 from jobqueue.job import Job, JobType
-from jobqueue.queue import JobQueue
 from jobqueue.worker import Handler
 
 KOBO_PER_NAIRA = 100
@@ -247,7 +247,7 @@ class Shop:
             return Response(500, f"Internal Server Error ({type(exc).__name__})", self.clock.now() - started)
         return Response(200, f"Order {order.id} confirmed", self.clock.now() - started)
 
-    def checkout_with_queue(self, order: Order, queue: JobQueue) -> Response:
+    def checkout_with_queue(self, order: Order, queue: Queue) -> Response:
         """Charge inside the request; leave the receipt, invoice and picking to workers."""
         started = self.clock.now()
         self.gateway.charge(order)
@@ -281,13 +281,13 @@ class QueueUnreachable(ConnectionError):
 
 @dataclass(kw_only=True)
 class RemoteQueue:
-    """A :class:`~jobqueue.queue.JobQueue` as the checkout sees it: across a network that fails.
+    """A queue as the checkout sees it: across a network that fails.
 
     While :attr:`down` is true, :meth:`enqueue` raises :class:`QueueUnreachable` and the
     queue does not change; otherwise the call goes through. Introduced in lesson 08.
     """
 
-    queue: JobQueue
+    queue: Queue
     down: bool = False
 
     def enqueue(self, job_type: JobType[_P], payload: _P, *, id: str | None = None) -> Job:

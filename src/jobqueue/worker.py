@@ -38,21 +38,20 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from jobqueue.backends import rules
+from jobqueue.backends.contract import AcksAndClaims, Queue, ack_then_claim
 from jobqueue.clock import SleepingClock
 from jobqueue.errors import (
     CircuitOpenError,
     HandlerCancelledError,
     InvalidSettingError,
     JobTimeoutError,
-    PayloadError,
-    PermanentJobError,
     QueueUnavailableError,
     StaleLeaseError,
     UnknownJobTypeError,
     describe_error,
 )
 from jobqueue.job import Job, JobType, Lease, check_positive_seconds
-from jobqueue.queue import Queue, ack_and_claim
 
 P = TypeVar("P")
 
@@ -230,6 +229,12 @@ class Worker:
         self._sleep: Callable[[float], Awaitable[None]] = (
             clock.sleep if isinstance(clock, SleepingClock) else asyncio.sleep
         )
+        # Acks and the next claim: in one transaction if the queue can (decided once, too).
+        self._ack_and_claim: Callable[[Sequence[Lease], int], tuple[list[Lease], list[Lease]]] = (
+            queue.ack_and_claim
+            if isinstance(queue, AcksAndClaims)
+            else lambda leases, limit: ack_then_claim(queue, leases, limit)
+        )
 
     def register(self, job_type: JobType[P], handler: Handler[P]) -> None:
         """Run ``handler`` for jobs of ``job_type``; mypy checks the payload classes match.
@@ -273,7 +278,7 @@ class Worker:
 
         Pass the result to :meth:`settle`. Cancelling this coroutine cancels the handler
         and the heartbeat; the lease is then still held (give it back with
-        :meth:`~jobqueue.queue.JobQueue.release`). Introduced in lesson 11.
+        :meth:`~jobqueue.backends.memory.JobQueue.release`). Introduced in lesson 11.
         """
         lost: list[StaleLeaseError] = []
         beat = None if self.heartbeat_s is None else asyncio.create_task(self._beat(lease, lost))
@@ -299,8 +304,10 @@ class Worker:
     def settle_and_claim(self, attempts: Sequence[Attempt], limit: int) -> tuple[list[JobEvent], list[Lease]]:
         """:meth:`settle` the ``attempts``, claiming up to ``limit`` jobs along with the batch ack.
 
-        The batch ack and the claim go to :func:`jobqueue.queue.ack_and_claim`, one
-        transaction on a queue that supports it; failed attempts are recorded after it.
+        The batch ack and the claim are one transaction on a queue that can
+        (:class:`~jobqueue.backends.contract.AcksAndClaims`), else
+        :func:`~jobqueue.backends.contract.ack_then_claim`; failed attempts are recorded
+        after it.
         A :class:`~jobqueue.runner.Runner` calls this before it claims.
 
         Returns:
@@ -312,18 +319,28 @@ class Worker:
         """
         succeeded = [a.lease for a in attempts if a.error is None and a.lost is None]
         batch = len(succeeded) > 1
-        stale, claimed = ack_and_claim(self.queue, succeeded if batch else [], limit)
+        stale, claimed = self._ack_and_claim(succeeded if batch else [], limit)
         refused = {lease.token for lease in stale}
         events = []
         for attempt in attempts:
             acked = batch and attempt.lease.token not in refused
-            outcome, error = self._finish(attempt, acked=acked)
-            events.append(self.record(attempt.lease, outcome, error))
+            outcome, error, retry_at = self._finish(attempt, acked=acked)
+            events.append(self.record(attempt.lease, outcome, error, retry_at=retry_at))
         return events, claimed
 
-    def record(self, lease: Lease, outcome: Outcome, error: BaseException | None = None) -> JobEvent:
-        """Record (and report to ``on_event``) what became of the attempt held by ``lease``."""
-        retried = self.queue.get(lease.job.id) if outcome in ("retry", "deferred") else None
+    def record(
+        self,
+        lease: Lease,
+        outcome: Outcome,
+        error: BaseException | None = None,
+        *,
+        retry_at: float | None = None,
+    ) -> JobEvent:
+        """Record (and report to ``on_event``) what became of the attempt held by ``lease``.
+
+        ``retry_at`` is when a retried or deferred job is due again (seconds), as the
+        queue's ``fail`` or ``release`` returned it.
+        """
         event = JobEvent(
             at=self.queue.clock.now(),
             job_id=lease.job.id,
@@ -331,12 +348,41 @@ class Worker:
             attempt=lease.job.attempts,
             outcome=outcome,
             error=None if error is None else describe_error(error),
-            retry_at=None if retried is None else retried.run_at,
+            retry_at=retry_at,
         )
         self.events.append(event)
         if self._on_event is not None:
             self._on_event(event)
         return event
+
+    def keep(self, lease: Lease) -> Lease:
+        """Extend the lease of a claimed job not started yet, for the visibility timeout from now.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease.
+        """
+        return self.queue.extend_lease(lease)
+
+    def give_back(self, lease: Lease) -> JobEvent:
+        """Release a claimed job unrun (its attempt not counted) and record it as ``"released"``.
+
+        A lease found lost on the way is recorded as ``"stale"`` instead. Introduced in
+        lesson 11, for a :class:`~jobqueue.runner.Runner` that shuts down.
+        """
+        try:
+            self.queue.release(lease)
+        except StaleLeaseError as stale:
+            return self.record(lease, "stale", stale)
+        return self.record(lease, "released")
+
+    def sleeping_clock(self, needed_by: str) -> SleepingClock:
+        """The queue's clock, if it can sleep.
+
+        Raises:
+            InvalidSettingError: saying that ``needed_by`` (``"a runner"``, say) needs a
+                clock that can sleep, and naming the clock's class, if it cannot.
+        """
+        return _sleeping_clock(self.queue, needed_by)
 
     async def drain(self) -> list[JobEvent]:
         """Run jobs until none is due at the clock's current time (burst mode)."""
@@ -366,7 +412,7 @@ class Worker:
 
         Introduced in lesson 06.
         """
-        clock = _sleeping_clock(self.queue, "run_until")
+        clock = self.sleeping_clock("run_until")
         check_positive_seconds("poll_s", poll_s)
         events: list[JobEvent] = []
         while (now := clock.now()) < until_s:
@@ -384,10 +430,8 @@ class Worker:
             payload = job_type.parse(job.payload)
             limit_s = job_type.timeout_s if job_type.timeout_s is not None else self.timeout_s
             await self._call(handler(payload), job, limit_s)
-        except (PermanentJobError, PayloadError, UnknownJobTypeError) as exc:
-            return exc, True
-        except Exception as exc:  # any other failure is transient: retry it
-            return exc, False
+        except Exception as exc:  # any failure but a permanent one is transient: retry it
+            return exc, rules.is_permanent(exc)
         return None, False
 
     async def _call(self, work: Awaitable[None], job: Job, limit_s: float | None) -> None:
@@ -443,8 +487,11 @@ class Worker:
         await self._sleep(seconds)
         then()
 
-    def _finish(self, attempt: Attempt, *, acked: bool) -> tuple[Outcome, BaseException | None]:
+    def _finish(self, attempt: Attempt, *, acked: bool) -> tuple[Outcome, BaseException | None, float | None]:
         """Ack (unless ``acked`` already), defer or fail ``attempt``, unless its lease is stale.
+
+        Returns the outcome, the error, and when the job is due again (for a retry or a
+        deferral, as the queue said; else ``None``).
 
         A success a batch ack refused is acked once more on its own: that changes nothing
         and raises the queue's StaleLeaseError, which says why. A
@@ -453,23 +500,24 @@ class Worker:
         """
         lease, error = attempt.lease, attempt.error
         if attempt.lost is not None:
-            return "stale", attempt.lost
+            return "stale", attempt.lost, None
         try:
             if error is None:
                 if not acked:
                     self.queue.ack(lease)
-                return "done", None
+                return "done", None, None
             if isinstance(error, CircuitOpenError):
-                self.queue.release(lease, delay_s=error.retry_after_s(self.queue.clock.now()))
-                return "deferred", error
-            return self.queue.fail(lease, error, permanent=attempt.permanent), error
+                delay_s = rules.deferral_s(error, self.queue.clock.now())
+                return "deferred", error, self.queue.release(lease, delay_s=delay_s).run_at
+            failed = self.queue.fail(lease, error, permanent=attempt.permanent)
+            return failed.outcome, error, failed.run_at
         except StaleLeaseError as stale:
-            return "stale", stale
+            return "stale", stale, None
 
     async def _beat(self, lease: Lease, lost: list[StaleLeaseError]) -> None:
         """Extend ``lease`` every ``heartbeat_s`` seconds until cancelled or refused."""
         assert self.heartbeat_s is not None  # only started when a heartbeat is set
-        clock = _sleeping_clock(self.queue, "a heartbeat")
+        clock = self.sleeping_clock("a heartbeat")
         job = lease.job
         while True:
             await clock.sleep(self.heartbeat_s)

@@ -65,11 +65,12 @@ from typing import Any, Literal
 import duckdb
 
 from jobqueue import db, idempotency
+from jobqueue.backends.contract import Queue
+from jobqueue.backends.duckdb import DurableQueue
+from jobqueue.backends.memory import JobQueue
 from jobqueue.clock import ManualClock, SystemClock
-from jobqueue.durable import DurableQueue
 from jobqueue.errors import InvalidSettingError, StaleLeaseError
 from jobqueue.job import JobType, Lease
-from jobqueue.queue import JobQueue, Queue
 from jobqueue.teaching._processes import ProcessId
 from jobqueue.testing import SUFFIX, History, HistoryReport, check_history, read_history
 
@@ -248,7 +249,7 @@ def run_chaos_postgres(
     """
     import psycopg
 
-    from jobqueue.postgres import PostgresQueue
+    from jobqueue.backends.postgres import PostgresQueue
 
     root = _check_run("run_chaos_postgres", design, folder, kills=kills, workers=workers)
     with (
@@ -289,7 +290,7 @@ def postgres_life(design: Design, url: str, folder: Path, name: str, *, ready: P
     """
     import psycopg
 
-    from jobqueue.postgres import PostgresQueue
+    from jobqueue.backends.postgres import PostgresQueue
 
     with (
         PostgresQueue(url, visibility_timeout_s=POSTGRES_VISIBILITY_TIMEOUT_S) as queue,
@@ -494,7 +495,7 @@ _PROCESSES = multiprocessing.get_context("forkserver")
 
 def _start(target: Callable[..., None], *args: Any, **kwargs: Any) -> BaseProcess:
     """Start ``target(*args, **kwargs, ready=pipe)`` in a forked process; return once it is ready."""
-    _PROCESSES.set_forkserver_preload([__name__, "jobqueue.postgres"])  # a missing psycopg is skipped
+    _PROCESSES.set_forkserver_preload([__name__, "jobqueue.backends.postgres"])  # skipped without psycopg
     receive, send = _PROCESSES.Pipe(duplex=False)
     process = _PROCESSES.Process(target=target, args=args, kwargs={**kwargs, "ready": send}, daemon=True)
     process.start()

@@ -1,16 +1,21 @@
--- The SQL of jobqueue.postgres.PostgresQueue, one named block per statement.
+-- The SQL of jobqueue.backends.postgres.PostgresQueue, one named block per statement.
 -- Times are seconds since the epoch from the queue's clock, passed in as %(now)s: never
 -- the server's now(), so a ManualClock drives the tests and every process agrees.
 -- {job_columns} and {dead_columns} stand for the select lists every backend reads rows with
 -- (filled in when this file is loaded, from jobqueue's one row-to-Job conversion), and
--- {expiry_reason} for the last_error of a job dead-lettered past its deadline.
+-- {expiry_reason} and {lease_lost_reason} for the last_error of a job a claim dead-letters
+-- (jobqueue.backends.rules.refusal decides the same in Python).
 -- Arrays of text go as %(name)b, in binary: psycopg sends each string as it is, where the
 -- text form would quote and escape every element in Python (slower than the statement).
 -- One table holds live and dead jobs (died_at is NULL while a job lives), so the primary
 -- key alone keeps an id unique across waiting, leased and dead jobs, even between processes.
 
--- name: schema
--- Run once per database under an advisory lock (two processes may start at once).
+-- The migrations: block migration_N takes the tables from version N - 1 to N and records
+-- N. A database without them runs every one, in order, under an advisory lock (two
+-- processes may start at once). No parameters.
+
+-- name: migration_2
+-- Lesson 12's tables.
 CREATE TABLE jobqueue_schema (version integer NOT NULL);
 CREATE SEQUENCE jobqueue_serial;  -- claim order among jobs visible at the same time
 CREATE SEQUENCE jobqueue_lease;   -- lease tokens: unique across every process and queue object
@@ -30,26 +35,23 @@ CREATE TABLE jobqueue_jobs (
     last_error text,
     visible_at double precision NOT NULL,  -- run_at, or the lease's end while leased
     serial bigint NOT NULL DEFAULT nextval('jobqueue_serial'),
-    died_at double precision,  -- set when the job is dead-lettered
-    priority integer NOT NULL DEFAULT 0,  -- higher is claimed first among due jobs
-    expires_at double precision,  -- the deadline: waiting past it, the job is never run
-    expires_after_s double precision  -- the deadline's length, for a replay's fresh one
+    died_at double precision  -- set when the job is dead-lettered
 );
 -- The claim reads this index in order and stops after LIMIT rows: O(log n) in the backlog.
--- Within each priority the due jobs come first (visible_at ascending); PostgreSQL 18 skips
--- over the rest of a priority to the next (a skip scan), so few priorities cost little.
-CREATE INDEX jobqueue_jobs_claim ON jobqueue_jobs (priority DESC, visible_at, serial) WHERE died_at IS NULL;
+CREATE INDEX jobqueue_jobs_claim ON jobqueue_jobs (visible_at, serial) WHERE died_at IS NULL;
 CREATE INDEX jobqueue_jobs_dead ON jobqueue_jobs (died_at, id) WHERE died_at IS NOT NULL;
 CREATE TABLE jobqueue_outcomes (
     second bigint PRIMARY KEY,
     done bigint NOT NULL,
     failed bigint NOT NULL
 );
-INSERT INTO jobqueue_schema VALUES (3);
+INSERT INTO jobqueue_schema VALUES (2);
 
--- name: migrate_to_3
--- Tables of version 2 (lesson 12) gain priorities and deadlines: old jobs get priority 0
--- and no deadline, and the claim index takes the priority first, as in `schema`.
+-- name: migration_3
+-- Priorities and deadlines (lesson 13): old jobs get priority 0 and no deadline. The claim
+-- index takes the priority first: within each priority the due jobs come first (visible_at
+-- ascending); PostgreSQL 18 skips over the rest of a priority to the next (a skip scan),
+-- so few priorities cost little.
 ALTER TABLE jobqueue_jobs
     ADD COLUMN priority integer NOT NULL DEFAULT 0,
     ADD COLUMN expires_at double precision,
@@ -175,9 +177,7 @@ WITH no_disk_wait AS MATERIALIZED (
 ), buried AS (
     UPDATE jobqueue_jobs AS job
     SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
-        last_error = CASE WHEN job.attempts >= job.max_attempts
-            THEN 'LeaseExpired: final attempt ' || job.attempts || ' was neither acked nor failed in time'
-            ELSE {expiry_reason} END
+        last_error = CASE WHEN job.attempts >= job.max_attempts THEN {lease_lost_reason} ELSE {expiry_reason} END
     WHERE job.ctid = ANY(ARRAY(SELECT due_ctid FROM due WHERE spent OR expired))
     RETURNING job.id
 ), claimed AS (
@@ -226,7 +226,7 @@ RETURNING id;
 
 -- name: bury_unreadable
 -- A row that cannot become a Job (a value corrupted in the table) is dead-lettered as its
--- salvaged stand-in (jobqueue._rows.salvage): the reason, which quotes the bad value, and
+-- salvaged stand-in (jobqueue.backends.rows.salvage): the reason, which quotes the bad value, and
 -- readable values in place of the bad ones, so that the dead letter itself can be read.
 UPDATE jobqueue_jobs
 SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
@@ -249,17 +249,21 @@ RETURNING {job_columns};
 
 -- name: release
 UPDATE jobqueue_jobs
-SET attempts = attempts - 1, run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL,
+SET attempts = %(attempts)s, run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL,
     leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial')
 WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
 RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');
 
+-- name: dead_letter
+-- The dead letter a replay starts from, locked until the replay's transaction ends.
+SELECT {dead_columns} FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NOT NULL FOR UPDATE;
+
 -- name: replay
--- A job with a deadline gets a fresh one from now (NULL stays NULL).
+-- What jobqueue.backends.rules.replay made of the dead letter: due now, no attempt used, a
+-- fresh deadline.
 UPDATE jobqueue_jobs
-SET died_at = NULL, attempts = 0, run_at = %(now)s, visible_at = %(now)s, leased_until = NULL,
-    leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial'),
-    expires_at = %(now)s + expires_after_s
+SET died_at = NULL, attempts = %(attempts)s, run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL,
+    leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial'), expires_at = %(expires_at)s
 WHERE id = %(id)s AND died_at IS NOT NULL
 RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');
 

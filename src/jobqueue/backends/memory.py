@@ -8,9 +8,10 @@ hands it out as a new attempt. Only an ack removes a job, so delivery is at-leas
 The model is Amazon SQS's (visibility timeout, receipt handle, maxReceiveCount and a
 dead-letter queue).
 
-Everything is kept in this process's memory and lost when it ends; :class:`Queue` is the
-interface it shares with :class:`jobqueue.durable.DurableQueue`, which keeps jobs in a
-DuckDB file.
+Everything is kept in this process's memory and lost when it ends. It keeps the contract
+of :class:`jobqueue.backends.contract.Queue`, as the DuckDB and PostgreSQL queues do, and
+asks :mod:`jobqueue.backends.rules` what a failure, a release or a replay does: this
+module only stores the answer.
 
 Introduced in lesson 03; batches, ``release`` and ``metrics`` in lesson 11; ``Retry-After``
 and ``release(delay_s=...)`` in lesson 14.
@@ -20,17 +21,23 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
 import random as _random
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Literal, Protocol, TypeVar
+from typing import TypeVar
 
+from jobqueue.backends import rules
+from jobqueue.backends.contract import (
+    DEFAULT_VISIBILITY_TIMEOUT_S,
+    Failed,
+    check_delay_s,
+    check_holder,
+    check_ids,
+)
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock
-from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, StaleLeaseError, describe_failure
-from jobqueue.failures import retry_delay_s
+from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, StaleLeaseError
 from jobqueue.job import (
     DeadLetter,
     Job,
@@ -42,97 +49,11 @@ from jobqueue.job import (
     check_positive_seconds,
     check_priority,
     check_retry,
-    deadline,
-    expiry_reason,
-    is_expired,
 )
 from jobqueue.metrics import DEFAULT_WINDOW_S, OutcomeLog, QueueMetrics, check_window, measure
 
 P = TypeVar("P")
 _Entry = TypeVar("_Entry", tuple[float, int, str], tuple[int, float, int, str])
-
-FailOutcome = Literal["retry", "dead"]
-"""What :meth:`JobQueue.fail` did with the job."""
-
-DEFAULT_VISIBILITY_TIMEOUT_S = 30.0
-"""How long a claimed job stays hidden from other workers, in seconds (SQS's default)."""
-
-
-class Queue(Protocol):
-    """What every job queue of this package offers: :class:`JobQueue` and ``DurableQueue``.
-
-    The methods keep the same promises in both (``tests/queue_contract.py`` checks them
-    against each); the docstrings of :class:`JobQueue` give the details. Workers
-    (:class:`jobqueue.worker.Worker`, :class:`jobqueue.runner.Runner`) accept any of them.
-    """
-
-    @property
-    def clock(self) -> Clock:
-        """Where the queue reads the time (seconds)."""
-
-    @property
-    def visibility_timeout_s(self) -> float:
-        """How long a claim hides a job, in seconds."""
-
-    def enqueue(
-        self, job_type: JobType[P], payload: P, *, id: str | None = None, priority: int | None = None
-    ) -> Job:
-        """Add one job, waiting from now; an id already held adds nothing."""
-
-    def enqueue_many(
-        self,
-        job_type: JobType[P],
-        payloads: Sequence[P],
-        *,
-        ids: Sequence[str] | None = None,
-        priority: int | None = None,
-    ) -> list[Job]:
-        """Add several jobs of one type; all or none if a payload is invalid."""
-
-    def claim(self) -> Lease | None:
-        """Lease the due job of highest priority claimable longest, or ``None``."""
-
-    def claim_many(self, limit: int) -> list[Lease]:
-        """Lease up to ``limit`` due jobs."""
-
-    def ack(self, lease: Lease) -> None:
-        """Mark a leased job done; ``StaleLeaseError`` if the lease is stale."""
-
-    def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
-        """Ack every lease still held; return the stale ones."""
-
-    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
-        """Record a failed attempt: ``"retry"`` after the backoff (or Retry-After), or ``"dead"``."""
-
-    def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
-        """Push a lease's end to ``now + by_s`` seconds (heartbeat)."""
-
-    def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job:
-        """Give a claimed job back unrun, due after ``delay_s`` seconds, the attempt not counted."""
-
-    def replay(self, job_id: str) -> Job:
-        """Move a dead job back to waiting with a fresh attempt budget (and deadline)."""
-
-    def discard(self, job_id: str) -> DeadLetter:
-        """Delete a dead letter and return it."""
-
-    def get(self, job_id: str) -> Job | None:
-        """The record of a waiting or leased job, or ``None``."""
-
-    def jobs(self) -> list[Job]:
-        """Every waiting or leased job, in the order they become claimable."""
-
-    def dead_letters(self) -> list[DeadLetter]:
-        """The dead-letter queue, oldest death first."""
-
-    def next_visible_at(self) -> float | None:
-        """Earliest time (seconds) some job can be claimed, or ``None``."""
-
-    def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> QueueMetrics:
-        """The numbers to watch, failure rate over the last ``window_s`` seconds."""
-
-    def __len__(self) -> int:
-        """Number of waiting or leased jobs."""
 
 
 class JobQueue:
@@ -266,13 +187,8 @@ class JobQueue:
         while (job_id := self._pop_due(now)) is not None:
             del self._current[job_id]  # its entries are stale from now on
             job = self._jobs[job_id]
-            if job.attempts >= job.max_attempts:
-                lost = f"LeaseExpired: final attempt {job.attempts} was neither acked nor failed in time"
-                self._bury(replace(job, leased_until=None, leased_at=None, last_error=lost), now)
-                continue
-            if is_expired(job, now):
-                late = expiry_reason(job, now)
-                self._bury(replace(job, leased_until=None, leased_at=None, last_error=late), now)
+            if (reason := rules.refusal(job, now)) is not None:
+                self._bury(replace(job, leased_until=None, leased_at=None, last_error=reason), now)
                 continue
             until = now + self.visibility_timeout_s
             leased = replace(job, attempts=job.attempts + 1, leased_until=until, leased_at=now)
@@ -304,8 +220,7 @@ class JobQueue:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
         """
-        self._check_holder(lease)
-        job_id = lease.job.id
+        job_id = self._holder(lease).id
         del self._jobs[job_id], self._tokens[job_id], self._current[job_id]
         self._compact_if_stale()
         self._outcomes.record(self.clock.now(), failed=False)
@@ -324,7 +239,7 @@ class JobQueue:
                 stale.append(lease)
         return stale
 
-    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
+    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> Failed:
         """Record a failed attempt; retry the job later or move it to the dead letters.
 
         Args:
@@ -333,12 +248,12 @@ class JobQueue:
             permanent: ``True`` when retrying cannot help: the job dies now.
 
         Returns:
-            ``"retry"``: waiting again, claimable after ``backoff.delay_s(attempts)``
-            seconds, or after the error's ``retry_after_s`` if it is a
-            :class:`~jobqueue.errors.RetryAfterError` (at most
-            :data:`~jobqueue.errors.MAX_RETRY_AFTER_S`; see
-            :func:`jobqueue.failures.retry_delay_s`); ``"dead"``: moved to the dead-letter
-            queue (permanent, or its last attempt, whatever the error).
+            What became of the job (:func:`jobqueue.backends.rules.fail` decides):
+            ``outcome`` ``"retry"``, waiting again and claimable at ``run_at``, after
+            ``backoff.delay_s(attempts)`` seconds, or after the error's ``retry_after_s``
+            if it is a :class:`~jobqueue.errors.RetryAfterError` (at most
+            :data:`~jobqueue.errors.MAX_RETRY_AFTER_S`); or ``"dead"``, moved to the
+            dead-letter queue (permanent, or its last attempt, whatever the error).
 
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
@@ -346,20 +261,17 @@ class JobQueue:
             InvalidSettingError: if ``error`` is neither an exception nor a str (``None``,
                 say); nothing changes.
         """
-        message = describe_failure(error)
-        self._check_holder(lease)
+        job = self._holder(lease)
         now = self.clock.now()
-        job = self._jobs[lease.job.id]
-        failed = replace(job, leased_until=None, leased_at=None, last_error=message)
-        if permanent or job.attempts >= job.max_attempts:
-            self._bury(failed, now)
-            self._outcomes.record(now, failed=True)
-            return "dead"
-        run_at = now + retry_delay_s(job, error, self._random)  # may raise: change nothing before
-        del self._tokens[job.id]
-        self._store(replace(failed, run_at=run_at))
+        failed = rules.fail(job, error, permanent=permanent, now=now, random=self._random)  # may raise
+        stored = replace(job, leased_until=None, leased_at=None, last_error=failed.error)
+        if failed.run_at is None:
+            self._bury(stored, now)
+        else:
+            del self._tokens[job.id]
+            self._store(replace(stored, run_at=failed.run_at))
         self._outcomes.record(now, failed=True)
-        return "retry"
+        return failed
 
     def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
         """Heartbeat: push the lease's end to ``now + by_s`` so a long job is not handed out again.
@@ -380,8 +292,7 @@ class JobQueue:
         Introduced in lesson 06.
         """
         extra_s = self.visibility_timeout_s if by_s is None else check_positive_seconds("by_s", by_s)
-        self._check_holder(lease)
-        extended = replace(self._jobs[lease.job.id], leased_until=self.clock.now() + extra_s)
+        extended = replace(self._holder(lease), leased_until=self.clock.now() + extra_s)
         self._store(extended)
         return Lease(job=extended, token=lease.token)
 
@@ -413,11 +324,9 @@ class JobQueue:
 
         Introduced in lesson 11; ``delay_s`` in lesson 14.
         """
-        run_at = self.clock.now() + check_delay_s(delay_s)
-        self._check_holder(lease)
-        job = self._jobs[lease.job.id]
-        given_back = replace(job, attempts=job.attempts - 1, run_at=run_at, leased_until=None, leased_at=None)
-        del self._tokens[job.id]
+        check_delay_s(delay_s)
+        given_back = rules.release(self._holder(lease), now=self.clock.now(), delay_s=delay_s)
+        del self._tokens[given_back.id]
         self._store(given_back)
         return given_back
 
@@ -439,11 +348,7 @@ class JobQueue:
         """
         if job_id not in self._dead:
             raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
-        now = self.clock.now()
-        dead = self._dead.pop(job_id).job
-        job = replace(
-            dead, attempts=0, run_at=now, leased_until=None, expires_at=deadline(now, dead.expires_after_s)
-        )
+        job = rules.replay(self._dead.pop(job_id).job, now=self.clock.now())
         self._store(job)
         return job
 
@@ -630,107 +535,6 @@ class JobQueue:
         current = self._current
         return [entry for entry in entries if current.get(entry[-1]) == entry[-2]]
 
-    def _check_holder(self, lease: Lease) -> None:
-        current = self._tokens.get(lease.job.id)
-        if current != lease.token:
-            raise stale_lease(lease, self._jobs.get(lease.job.id), current)
-
-
-def stale_lease(lease: Lease, job: Job | None, current: str | None) -> StaleLeaseError:
-    """The error for ``lease`` when the queue holds ``job`` under the token ``current``.
-
-    Args:
-        lease: the lease a worker presented.
-        job: the job's record now, or ``None`` if it left the queue.
-        current: the token of the job's lease now, or ``None`` if it is not leased.
-    """
-    job_id = lease.job.id
-    if job is None:
-        return StaleLeaseError(
-            f"lease {lease.token} on job {job_id!r} is stale: the job is no longer in the queue"
-            " (acked or dead-lettered)"
-        )
-    held = f"held now as {current} (attempt {job.attempts})" if current else "not leased now"
-    return StaleLeaseError(
-        f"lease {lease.token} on job {job_id!r} (attempt {lease.job.attempts}) is stale: the job is {held}"
-    )
-
-
-def not_acked(leases: Sequence[Lease], acked: set[str]) -> list[Lease]:
-    """The leases of ``leases`` whose ack did not happen: the database queues' ``ack_many`` result.
-
-    Args:
-        leases: the leases passed to ``ack_many``, in order.
-        acked: the tokens whose jobs the ack deleted; used up by this call.
-
-    A lease passed twice counts once: its later copies are stale, as the job is gone.
-    """
-    stale = []
-    for lease in leases:
-        if lease.token in acked:
-            acked.discard(lease.token)  # a later copy finds the job gone
-        else:
-            stale.append(lease)
-    return stale
-
-
-def check_delay_s(delay_s: float) -> float:
-    """Return ``delay_s`` if it is a finite number of seconds >= 0; every queue's ``release`` calls it.
-
-    Raises:
-        InvalidSettingError: naming the bad value.
-    """
-    if (
-        isinstance(delay_s, bool)
-        or not isinstance(delay_s, int | float)
-        or not (math.isfinite(delay_s) and delay_s >= 0)
-    ):
-        raise InvalidSettingError(f"delay_s must be a finite number of seconds >= 0, got {delay_s!r}")
-    return float(delay_s)
-
-
-def check_ids(ids: Sequence[str] | None, payloads: Sequence[object]) -> Sequence[str] | None:
-    """Return ``ids`` if it is ``None`` or has one valid id per payload (see :func:`check_job_id`).
-
-    Every queue's ``enqueue_many`` calls it before storing anything.
-
-    Raises:
-        InvalidSettingError: if ``ids`` is a single str (not a sequence of ids), the
-            lengths differ (naming both), or an id is not a non-empty str (naming it).
-    """
-    if ids is None:
-        return None
-    if isinstance(ids, str | bytes):
-        raise InvalidSettingError(f"ids must be a sequence of ids, not one {type(ids).__name__}: {ids!r}")
-    if len(ids) != len(payloads):
-        raise InvalidSettingError(
-            f"ids must give one id per payload: {len(ids)} ids for {len(payloads)} payloads"
-        )
-    for job_id in ids:
-        check_job_id(job_id)
-    return ids
-
-
-def ack_and_claim(queue: Queue, leases: Sequence[Lease], limit: int) -> tuple[list[Lease], list[Lease]]:
-    """Ack ``leases`` (all succeeded), then claim up to ``limit`` due jobs from ``queue``.
-
-    A queue that can do both in one transaction has its own ``ack_and_claim`` method
-    (:meth:`jobqueue.durable.DurableQueue.ack_and_claim`: one synced commit instead of
-    two), which is used; any other queue gets :meth:`Queue.ack_many` then
-    :meth:`Queue.claim_many`. Either way an ack is written before the claim that follows
-    it, so a crash between them can only make a finished job run again.
-
-    Returns:
-        ``(stale, claimed)``: the leases no longer held, and the new leases.
-
-    Raises:
-        InvalidSettingError: if ``limit`` is not an int >= 0.
-    """
-    combined: Callable[[Sequence[Lease], int], tuple[list[Lease], list[Lease]]] | None = getattr(
-        queue, "ack_and_claim", None
-    )
-    if combined is not None:
-        return combined(leases, limit)
-    check_count("limit", limit, least=0)
-    stale = queue.ack_many(leases) if leases else []
-    return stale, queue.claim_many(limit) if limit else []
+    def _holder(self, lease: Lease) -> Job:
+        """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
+        return check_holder(lease, self._jobs.get(lease.job.id), self._tokens.get(lease.job.id))

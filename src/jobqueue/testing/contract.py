@@ -1,12 +1,13 @@
-"""Reusable checks for any job queue that keeps the promises of lesson 10 (not a test module).
+"""The queue contract as code a backend runs as is: every promise of :class:`Queue`, checked.
 
 :func:`queue_state_machine` builds a hypothesis ``RuleBasedStateMachine`` that drives a
-queue through random runs of enqueue, claim, ack, fail (transient and permanent), release
-(a worker gives its job back unrun at shutdown, lesson 11, or defers it for an open
-circuit breaker with ``delay_s``, lesson 14), crash (a worker drops its lease without
-acking), advance (the manual clock) and replay, next to a small model of what each job
-should be. A release must leave the job waiting, due after its ``delay_s`` (now if 0),
-with the released attempt not counted. After every step it checks the invariants:
+queue through random runs of enqueue (one or a batch), claim (one or a batch), ack (one or
+a batch), fail (transient and permanent), extend_lease (a heartbeat), release (a worker
+gives its job back unrun at shutdown, lesson 11, or defers it for an open circuit breaker
+with ``delay_s``, lesson 14), crash (a worker drops its lease without acking), advance
+(the manual clock), replay and discard, next to a small model of what each job should be.
+A release must leave the job waiting, due after its ``delay_s`` (now if 0), with the
+released attempt not counted. After every step it checks the invariants:
 
 - no job is lost: every id ever enqueued is waiting, leased, done (acked) or dead, and
   the queue agrees with the model on which;
@@ -20,22 +21,28 @@ with the released attempt not counted. After every step it checks the invariants
 - a claim hands out the due job of highest priority, the one claimable longest (then the
   one stored first) among equals, and buries exactly the unrunnable jobs in front of it;
   each job keeps the priority and deadline it was enqueued with, and a replay gives a
-  fresh deadline.
+  fresh deadline;
+- ``jobs()``, ``next_visible_at()``, ``metrics()`` and ``len()`` agree with the model;
+  ``clock`` and ``visibility_timeout_s`` are what the factory was asked for.
 
-Each id has its own job type: one plain, one urgent (priority 2, a 5 s deadline), one
-with a 40 s deadline (longer than a lease); an enqueue may give its job another priority.
+The jobs carry this module's own payload, :class:`Ping`. Each id has its own job type:
+one plain, one urgent (priority 2, a 5 s deadline), one with a 40 s deadline (longer than
+a lease); an enqueue may give its job another priority.
 
 The machine takes a *factory*, ``factory(clock, settings) -> queue``, so the same checks
-run against every implementation: today ``jobqueue.JobQueue``, later a durable one.
-Retry delays are predicted with ``random`` fixed at 1.0, so a factory must build its queue
-with ``random=lambda: 1.0``.
+run against every backend (``tests/test_queue_state_machine.py`` and
+``tests/test_postgres.py`` run it against the three of this package). Retry delays are
+predicted with ``random`` fixed at 1.0, so a factory must build its queue with
+``random=lambda: 1.0``. Needs ``hypothesis``.
+
+Introduced in lesson 10; run against every backend since lesson 11.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
+from typing import Literal
 
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -49,47 +56,30 @@ from hypothesis.stateful import (
     rule,
 )
 
-from jobqueue import Backoff, DeadLetter, Job, JobType, Lease, ManualClock, StaleLeaseError
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
+from jobqueue.backends.contract import Failed, Queue
+from jobqueue.backoff import Backoff
+from jobqueue.clock import ManualClock
+from jobqueue.errors import StaleLeaseError
+from jobqueue.job import Job, JobType, Lease
 
-IDS = ("receipt-1001", "receipt-1002", "receipt-1003")
+
+@dataclass(frozen=True)
+class Ping:
+    """The payload of every job the contract enqueues: a number, nothing else."""
+
+    number: int
+
+
+IDS = ("ping-1", "ping-2", "ping-3")
 STEPS_S = (0.001, 0.5, 1.0, 2.0, 4.0, 29.999, 30.0)
 RELEASE_DELAYS_S = (0.0, 0.0, 3.0)  # mostly a shutdown's release, now and then a deferral
-URGENT_RECEIPT = JobType("send_urgent_receipt", ReceiptPayload, priority=2, expires_after_s=5.0)
-RECEIPT_BY_NOON = JobType("send_receipt_by_noon", ReceiptPayload, expires_after_s=40.0)
-TYPES = dict(zip(IDS, (SEND_RECEIPT, URGENT_RECEIPT, RECEIPT_BY_NOON), strict=True))
+PLAIN = JobType("contract_ping", Ping)
+URGENT = JobType("contract_urgent_ping", Ping, priority=2, expires_after_s=5.0)
+BY_NOON = JobType("contract_ping_by_noon", Ping, expires_after_s=40.0)
+TYPES = dict(zip(IDS, (PLAIN, URGENT, BY_NOON), strict=True))
 PRIORITIES = (None, None, -1, 0, 3)  # None: the job type's
 
 State = Literal["waiting", "leased", "done", "dead"]
-
-
-class QueueUnderTest(Protocol):
-    """The part of a job queue the contract drives."""
-
-    def enqueue(
-        self,
-        job_type: JobType[ReceiptPayload],
-        payload: ReceiptPayload,
-        *,
-        id: str | None = None,
-        priority: int | None = None,
-    ) -> Job: ...
-
-    def claim(self) -> Lease | None: ...
-
-    def ack(self, lease: Lease) -> None: ...
-
-    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> str: ...
-
-    def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job: ...
-
-    def replay(self, job_id: str) -> Job: ...
-
-    def get(self, job_id: str) -> Job | None: ...
-
-    def dead_letters(self) -> list[DeadLetter]: ...
-
-    def __len__(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -106,7 +96,8 @@ class Settings:
         return Backoff(base_s=self.base_s, cap_s=self.cap_s).delay_s(attempt, lambda: 1.0)
 
 
-QueueFactory = Callable[[ManualClock, Settings], QueueUnderTest]
+QueueFactory = Callable[[ManualClock, Settings], Queue]
+"""``factory(clock, settings)``: a fresh, empty queue on ``clock``, configured as ``settings`` say."""
 
 
 @dataclass
@@ -142,6 +133,7 @@ class Model:
         return job
 
     def live(self) -> dict[str, ModelJob]:
+        """The jobs expected waiting or leased, by id."""
         return {job_id: job for job_id, job in self.jobs.items() if job.state in ("waiting", "leased")}
 
 
@@ -166,20 +158,20 @@ def queue_state_machine(
             self.clock = ManualClock()
             self.queue = factory(self.clock, settings)
             self.model = Model()
+            assert self.queue.clock is self.clock
+            assert self.queue.visibility_timeout_s == settings.visibility_timeout_s
 
         # -- rules -----------------------------------------------------------------
 
-        @rule(job_id=st.sampled_from(IDS), priority=st.sampled_from(PRIORITIES))
-        def enqueue(self, job_id: str, priority: int | None = None) -> None:
+        @rule(job_id=st.sampled_from(IDS), priority=st.sampled_from(PRIORITIES), batch=st.booleans())
+        def enqueue(self, job_id: str, priority: int | None = None, batch: bool = False) -> None:
             known = self.model.jobs.get(job_id)
-            order_id = int(job_id.removeprefix("receipt-"))
             job_type = TYPES[job_id]
-            job = self.queue.enqueue(
-                job_type,
-                ReceiptPayload(order_id=order_id, email="customer@example.com"),
-                id=job_id,
-                priority=priority,
-            )
+            payload = Ping(number=int(job_id.removeprefix("ping-")))
+            if batch:
+                [job] = self.queue.enqueue_many(job_type, [payload], ids=[job_id], priority=priority)
+            else:
+                job = self.queue.enqueue(job_type, payload, id=job_id, priority=priority)
             assert job.id == job_id
             if known is not None and known.state != "done":
                 assert job.attempts == known.attempts, "a second enqueue with the same id is ignored"
@@ -195,12 +187,17 @@ def queue_state_machine(
             assert (job.attempts, job.priority, job.expires_at) == (0, expected.priority, expected.expires_at)
             self.model.jobs[job_id] = self.model.stored(expected)
 
-        @rule(target=leases)
-        def claim(self) -> MultipleResults[Lease]:
+        @rule(target=leases, batch=st.booleans())
+        def claim(self, batch: bool) -> MultipleResults[Lease]:
             now = self.clock.now()
             live = self.model.live()
             due = sorted((job.claim_key(), job_id) for job_id, job in live.items() if job.visible_at <= now)
-            lease = self.queue.claim()
+            if batch:
+                leases = self.queue.claim_many(1)
+                assert len(leases) <= 1
+                lease = leases[0] if leases else None
+            else:
+                lease = self.queue.claim()
             dead_now = {dead.job.id: dead.job for dead in self.queue.dead_letters()}
             for _, job_id in due:  # in claim order: the unrunnable ones in front are buried
                 job = self.model.jobs[job_id]
@@ -240,6 +237,32 @@ def queue_state_machine(
             if self._refused(lease, lambda held: self.queue.ack(held)):
                 return
             self.model.jobs[lease.job.id] = ModelJob("done", lease.job.attempts, token=None)
+
+        @rule(lease=leases)
+        def ack_in_a_batch(self, lease: Lease) -> None:
+            """``ack_many`` acks a held lease and returns, without raising, one that is not."""
+            if lease.token in self.model.crashed:
+                return
+            if self.model.jobs[lease.job.id].token == lease.token:
+                assert self.queue.ack_many([lease]) == []
+                self.model.jobs[lease.job.id] = ModelJob("done", lease.job.attempts, token=None)
+                return
+            snapshot = (self.queue.get(lease.job.id), len(self.queue), self.queue.dead_letters())
+            assert self.queue.ack_many([lease]) == [lease], f"stale {lease.token} was acked"
+            assert snapshot == (self.queue.get(lease.job.id), len(self.queue), self.queue.dead_letters())
+
+        @rule(lease=leases)
+        def extend(self, lease: Lease) -> None:
+            """A heartbeat: the lease (token unchanged) now ends a visibility timeout from now."""
+            extended: list[Lease] = []
+            if self._refused(lease, lambda held: extended.append(self.queue.extend_lease(held))):
+                return
+            until = self.clock.now() + settings.visibility_timeout_s
+            [longer] = extended
+            assert (longer.token, longer.job.id, longer.expires_at) == (lease.token, lease.job.id, until)
+            job = self.model.jobs[lease.job.id]
+            job.visible_at = until  # the job was leased, so due no sooner than its lease ends
+            self.model.stored(job)
 
         @rule(lease=leases)
         def fail_transient(self, lease: Lease) -> None:
@@ -287,15 +310,38 @@ def queue_state_machine(
             job = self.queue.replay(job_id)
             now = self.clock.now()
             after_s = TYPES[job_id].expires_after_s
-            dead = self.model.jobs[job_id]
+            was = self.model.jobs[job_id]
             expires_at = None if after_s is None else now + after_s  # a fresh deadline from now
             assert (job.id, job.attempts) == (job_id, 0)
-            assert (job.priority, job.expires_at) == (dead.priority, expires_at)
+            assert (job.priority, job.expires_at) == (was.priority, expires_at)
             self.model.jobs[job_id] = self.model.stored(
-                ModelJob(visible_at=now, priority=dead.priority, expires_at=expires_at)
+                ModelJob(visible_at=now, priority=was.priority, expires_at=expires_at)
             )
 
+        @precondition(lambda self: any(job.state == "dead" for job in self.model.jobs.values()))
+        @rule(data=st.data())
+        def discard(self, data: st.DataObject) -> None:
+            dead = sorted(i for i, job in self.model.jobs.items() if job.state == "dead")
+            job_id = data.draw(st.sampled_from(dead))
+            letter = self.queue.discard(job_id)
+            assert (letter.job.id, letter.job.attempts) == (job_id, self.model.jobs[job_id].attempts)
+            self.model.jobs[job_id] = ModelJob("done", letter.job.attempts)  # gone, its id free again
+
         # -- invariants ------------------------------------------------------------
+
+        @invariant()
+        def the_views_agree(self) -> None:
+            """``jobs()``, ``next_visible_at()`` and ``metrics()`` say what the model says."""
+            live = self.model.live()
+            listed = self.queue.jobs()
+            assert sorted(job.id for job in listed) == sorted(live)
+            assert [job.visible_at() for job in listed] == sorted(job.visible_at() for job in listed)
+            assert self.queue.next_visible_at() == min(
+                (job.visible_at for job in live.values()), default=None
+            )
+            numbers = self.queue.metrics()
+            assert numbers.waiting + numbers.scheduled + numbers.leased == len(live)
+            assert numbers.dead_letters == sum(job.state == "dead" for job in self.model.jobs.values())
 
         @invariant()
         def no_job_is_lost_and_attempts_never_exceed_max(self) -> None:
@@ -326,8 +372,8 @@ def queue_state_machine(
             assert set(dead) == {i for i, job in self.model.jobs.items() if job.state == "dead"}
 
         def _attempts_never_exceed_max(self, dead: dict[str, Job], held: dict[str, Job | None]) -> None:
-            for job in dead.values():
-                assert job.attempts <= settings.max_attempts
+            for letter in dead.values():
+                assert letter.attempts <= settings.max_attempts
             for job_id in self.model.live():
                 job = held[job_id]
                 assert job is not None and job.attempts <= settings.max_attempts
@@ -361,19 +407,21 @@ def queue_state_machine(
 
         def _fail(self, lease: Lease, *, permanent: bool) -> None:
             """Fail ``lease`` and check the outcome: retry after the backoff, or dead."""
-            outcome: list[str] = []
+            failed: list[Failed] = []
             if self._refused(
-                lease, lambda held: outcome.append(self.queue.fail(held, "boom", permanent=permanent))
+                lease, lambda held: failed.append(self.queue.fail(held, "boom", permanent=permanent))
             ):
                 return
             job = self.model.jobs[lease.job.id]
             last = job.attempts >= settings.max_attempts
-            assert outcome == ["dead" if permanent or last else "retry"]
-            if outcome == ["dead"]:
+            assert [f.outcome for f in failed] == ["dead" if permanent or last else "retry"]
+            if failed[0].outcome == "dead":
+                assert failed[0].run_at is None
                 self._die(lease.job.id, "permanent error" if permanent else "last attempt failed")
             else:
                 job.state, job.token = "waiting", None
                 job.visible_at = self.clock.now() + settings.retry_delay_s(job.attempts)
+                assert failed[0].run_at == job.visible_at  # the retry's time, as the queue stored it
                 self.model.stored(job)
 
         def _next_moment(self) -> float | None:

@@ -1,7 +1,7 @@
 """A job queue in PostgreSQL that any number of processes share: ``FOR UPDATE SKIP LOCKED``.
 
-:class:`PostgresQueue` keeps the promises of :class:`jobqueue.queue.JobQueue` and
-:class:`jobqueue.durable.DurableQueue` (the same contract tests run against all three),
+:class:`PostgresQueue` keeps the promises of :class:`jobqueue.backends.memory.JobQueue` and
+:class:`jobqueue.backends.duckdb.DurableQueue` (the same contract tests run against all three),
 and adds what a database server allows and a DuckDB file does not:
 
 - **Many processes.** Producers and workers on any number of processes or machines
@@ -41,21 +41,35 @@ from __future__ import annotations
 
 import asyncio
 import random as _random
-import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import aclosing, contextmanager, suppress
 from dataclasses import dataclass
-from importlib import resources
 from types import TracebackType
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from jobqueue._rows import DEAD_COLUMNS, JOB_COLUMNS, expiry_reason_sql, new_job_values, salvage, salvage_dead
-from jobqueue._rows import dead_from_row as _dead
-from jobqueue._rows import job_from_row as _job
+from jobqueue.backends import rules, sql
+from jobqueue.backends.contract import (
+    DEFAULT_VISIBILITY_TIMEOUT_S,
+    Failed,
+    check_delay_s,
+    check_holder,
+    check_ids,
+    not_acked,
+)
+from jobqueue.backends.rows import (
+    DEAD_COLUMNS,
+    JOB_COLUMNS,
+    new_job_values,
+    salvage,
+    salvage_dead,
+    stored_values,
+)
+from jobqueue.backends.rows import dead_from_row as _dead
+from jobqueue.backends.rows import job_from_row as _job
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock, SystemClock
 from jobqueue.errors import (
@@ -64,9 +78,7 @@ from jobqueue.errors import (
     InvalidSettingError,
     QueueSchemaError,
     QueueUnavailableError,
-    describe_failure,
 )
-from jobqueue.failures import retry_delay_s
 from jobqueue.job import (
     DeadLetter,
     Job,
@@ -80,43 +92,33 @@ from jobqueue.job import (
     check_retry,
 )
 from jobqueue.metrics import DEFAULT_WINDOW_S, PendingOutcomes, QueueMetrics, bucket, check_window
-from jobqueue.queue import (
-    DEFAULT_VISIBILITY_TIMEOUT_S,
-    FailOutcome,
-    check_delay_s,
-    check_ids,
-    not_acked,
-    stale_lease,
-)
 
 P = TypeVar("P")
 
-SCHEMA_VERSION = 3
-"""Version of the ``jobqueue_`` tables this module reads and writes.
-
-2: lesson 12's tables. 3: priorities and deadlines (lesson 13); tables of version 2 are
-migrated when a queue opens them.
-"""
 
 CHANNEL = "jobqueue_jobs"
 """The ``LISTEN``/``NOTIFY`` channel on which enqueues wake waiting workers."""
 
 
-def _load_sql() -> dict[str, str]:
-    """The named blocks of ``postgres.sql``: ``-- name: x`` starts block ``x``.
+SQL = sql.load(
+    "postgres.sql",
+    {
+        "job_columns": JOB_COLUMNS,
+        "dead_columns": DEAD_COLUMNS,
+        "expiry_reason": rules.expiry_reason_sql("%(now)s"),
+        "lease_lost_reason": rules.lease_lost_reason_sql(),
+    },
+)
+"""The statements of ``postgres.sql`` by block name: the select lists the row conversion
+reads, and the reasons of :func:`jobqueue.backends.rules.refusal`, filled in."""
 
-    ``{job_columns}`` and ``{dead_columns}`` become the select lists the row conversion
-    reads, ``{expiry_reason}`` the text of :func:`jobqueue.job.expiry_reason` (fixed SQL,
-    never values).
-    """
-    text = resources.files("jobqueue").joinpath("postgres.sql").read_text()
-    text = text.replace("{job_columns}", JOB_COLUMNS).replace("{dead_columns}", DEAD_COLUMNS)
-    text = text.replace("{expiry_reason}", expiry_reason_sql("%(now)s"))
-    blocks = re.split(r"^-- name: (\w+)\n", text, flags=re.MULTILINE)
-    return {name: body.strip() for name, body in zip(blocks[1::2], blocks[2::2], strict=True)}
+SCHEMA_VERSION = sql.latest_version(SQL)
+"""Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
 
+2: lesson 12's tables. 3: priorities and deadlines (lesson 13). Older tables are migrated
+when a queue opens them (``migration_N`` blocks of ``postgres.sql``).
+"""
 
-SQL = _load_sql()
 
 _JOB_WIDTH = len(JOB_COLUMNS.split(","))  # columns in a job row
 
@@ -148,7 +150,7 @@ class PostgresQueue:
     Raises:
         QueueUnavailableError: if the server cannot be reached (the message names it).
         QueueSchemaError: if the database holds ``jobqueue_`` tables of another version
-            than :data:`SCHEMA_VERSION` or 2 (which is migrated).
+            than :data:`SCHEMA_VERSION` or an older one (which is migrated).
         InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0.
 
     Every method is one transaction. One queue object holds one connection, shared by the
@@ -175,7 +177,7 @@ class PostgresQueue:
         self.server = describe_server(conninfo)
         self._random = random
         self._lock = threading.RLock()
-        self._outcomes = PendingOutcomes()  # counted, not yet in jobqueue_outcomes
+        self._outcomes = PendingOutcomes(self._lock)  # counted, not yet in jobqueue_outcomes
         self._con: psycopg.Connection[tuple[Any, ...]] | None = None
         self._listener: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
         self._listener_loop: asyncio.AbstractEventLoop | None = None
@@ -195,7 +197,7 @@ class PostgresQueue:
             if self._closed:
                 return
             with suppress(QueueUnavailableError):  # counts lost with the server: only metrics use them
-                self._flush(self.clock.now())
+                self._outcomes.write(self.clock.now(), self._store_outcomes)
             if self._con is not None:
                 self._con.close()
             if self._listener is not None:
@@ -372,7 +374,7 @@ class PostgresQueue:
         with self._connection() as con:
             if not self._delete_acked(con, [lease]):
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
-        self._record(done=1, failed=0)
+        self._outcomes.record(self.clock.now(), done=1, failed=0, store=self._store_outcomes)
 
     def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
         """Ack every lease still held, in one statement; return the stale ones.
@@ -384,33 +386,30 @@ class PostgresQueue:
             return []
         with self._connection() as con:
             acked = self._delete_acked(con, leases)
-        self._record(done=len(acked), failed=0)
+        self._outcomes.record(self.clock.now(), done=len(acked), failed=0, store=self._store_outcomes)
         return not_acked(leases, acked)
 
-    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
+    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> Failed:
         """Record a failed attempt: retry after a delay, or dead; see :meth:`JobQueue.fail`.
 
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
         """
-        message = describe_failure(error)
-        outcome: FailOutcome
         with self._connection() as con:
             job = self._check_holder(con, lease)
             now = self.clock.now()
-            held = {"id": job.id, "token": lease.token, "error": message}
-            if permanent or job.attempts >= job.max_attempts:
+            failed = rules.fail(job, error, permanent=permanent, now=now, random=self._random)
+            held = {"id": job.id, "token": lease.token, "error": failed.error}
+            if failed.run_at is None:
                 changed = con.execute(SQL["bury"], held | {"now": now}).fetchall()
-                outcome = "dead"
             else:
-                run_at = now + retry_delay_s(job, error, self._random)
-                changed = con.execute(SQL["retry"], held | {"run_at": run_at}).fetchall()
-                outcome = "retry"
+                changed = con.execute(SQL["retry"], held | {"run_at": failed.run_at}).fetchall()
             if not changed:  # claimed again between the two statements
                 self._check_holder(con, lease)
-        self._record(done=0, failed=1)  # counted once committed: a rollback counts nothing
-        return outcome
+        # Counted once committed: a rollback counts nothing.
+        self._outcomes.record(self.clock.now(), done=0, failed=1, store=self._store_outcomes)
+        return failed
 
     def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
         """Heartbeat: push the lease's end to ``now + by_s``; see :meth:`JobQueue.extend_lease`.
@@ -436,10 +435,17 @@ class PostgresQueue:
             StaleLeaseError: if ``lease`` is no longer the job's current lease.
             InvalidSettingError: if ``delay_s`` is not a finite number >= 0.
         """
-        run_at = self.clock.now() + check_delay_s(delay_s)
+        # The statement changes the row only while the lease is held, so lease.job is its record.
+        given_back = rules.release(lease.job, now=self.clock.now(), delay_s=check_delay_s(delay_s))
         with self._connection() as con:
             rows = con.execute(
-                SQL["release"], {"run_at": run_at, "id": lease.job.id, "token": lease.token}
+                SQL["release"],
+                {
+                    "attempts": given_back.attempts,
+                    "run_at": given_back.run_at,
+                    "id": lease.job.id,
+                    "token": lease.token,
+                },
             ).fetchall()
             if not rows:
                 self._check_holder(con, lease)
@@ -489,10 +495,19 @@ class PostgresQueue:
             DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
         """
         check_job_id(job_id)
-        with self._connection() as con:
-            rows = con.execute(SQL["replay"], {"id": job_id, "now": self.clock.now()}).fetchall()
-        if not rows:
-            raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
+        with self._transaction() as con:
+            now = self.clock.now()
+            found = con.execute(SQL["dead_letter"], {"id": job_id}).fetchall()
+            if not found:
+                raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
+            job = rules.replay(_read_dead(found[0], now).job, now=now)
+            values = {
+                "attempts": job.attempts,
+                "run_at": job.run_at,
+                "expires_at": job.expires_at,
+                "id": job_id,
+            }
+            rows = con.execute(SQL["replay"], values).fetchall()
         return _job(rows[0][:-1])
 
     def discard(self, job_id: str) -> DeadLetter:
@@ -555,7 +570,7 @@ class PostgresQueue:
         """
         check_window(window_s)
         now = self.clock.now()
-        self._flush(now)
+        self._outcomes.write(now, self._store_outcomes)
         with self._connection() as con:
             row = con.execute(SQL["metrics"], {"now": now, "since": bucket(now - window_s)}).fetchall()[0]
         return QueueMetrics.from_row(now, window_s, row)
@@ -698,32 +713,12 @@ class PostgresQueue:
         self, con: psycopg.Connection[Any], row: Sequence[Any], error: CorruptJobError, now: float
     ) -> None:
         """Dead-letter the live job of ``row`` as its salvaged stand-in, which says what was wrong."""
-        job = salvage(row, error)
-        con.execute(
-            SQL["bury_unreadable"],
-            {
-                "id": job.id,
-                "now": now,
-                "error": job.last_error,
-                "attempts": job.attempts,
-                "max_attempts": job.max_attempts,
-                "base_s": job.backoff.base_s,
-                "cap_s": job.backoff.cap_s,
-                "run_at": job.run_at,
-                "priority": job.priority,
-                "expires_at": job.expires_at,
-                "expires_after_s": job.expires_after_s,
-            },
-        )
+        con.execute(SQL["bury_unreadable"], stored_values(salvage(row, error)) | {"now": now})
 
     def _check_holder(self, con: psycopg.Connection[Any], lease: Lease) -> Job:
         """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
         rows = con.execute(SQL["holder"], {"id": lease.job.id}).fetchall()
-        job = _job(rows[0][:-1]) if rows else None
-        current = rows[0][-1] if rows else None
-        if job is None or current != lease.token:
-            raise stale_lease(lease, job, current)
-        return job
+        return check_holder(lease, _job(rows[0][:-1]) if rows else None, rows[0][-1] if rows else None)
 
     def _delete_acked(self, con: psycopg.Connection[Any], leases: Sequence[Lease]) -> set[str]:
         """Delete the jobs held under ``leases`` (id and token both match); return the tokens acked."""
@@ -746,17 +741,6 @@ class PostgresQueue:
         statements).
         """
         return True if con is self._con else None
-
-    def _record(self, *, done: int, failed: int) -> None:
-        """Count committed outcomes in memory; they are written to the table once a second."""
-        now = self.clock.now()
-        with self._lock:
-            self._outcomes.record(now, done=done, failed=failed, store=self._store_outcomes)
-
-    def _flush(self, now: float) -> None:
-        """Write the counted outcomes to ``jobqueue_outcomes`` now."""
-        with self._lock:
-            self._outcomes.write(now, self._store_outcomes)
 
     def _store_outcomes(self, columns: dict[str, list[int]], before: int) -> None:
         """Add counted outcomes to ``jobqueue_outcomes``; forget seconds before ``before``."""
@@ -798,19 +782,31 @@ def describe_server(conninfo: str) -> str:
 
 
 def _create_schema(con: psycopg.Connection[Any], server: str) -> None:
-    """Create the ``jobqueue_`` tables unless they exist, or migrate version 2; check their version."""
-    if not con.execute(SQL["has_schema"]).fetchall()[0][0]:
-        con.execute(SQL["lock_schema"])  # held to the end of the transaction
-        if not con.execute(SQL["has_schema"]).fetchall()[0][0]:
-            con.execute(SQL["schema"].encode())  # several statements, no parameters
-    versions = [row[0] for row in con.execute(SQL["schema_version"]).fetchall()]
-    if versions == [2]:
+    """Bring the ``jobqueue_`` tables to :data:`SCHEMA_VERSION` (creating them), or refuse them.
+
+    The migrations run under an advisory lock, held to the end of the transaction, and only
+    after a look without it found them needed: a queue opened on current tables takes no lock.
+
+    Raises:
+        QueueSchemaError: naming the server and both versions, if the tables are of a
+            version this jobqueue does not know (a newer one).
+    """
+    versions = _versions(con)
+    if not versions or (len(versions) == 1 and versions[0] < SCHEMA_VERSION):
         con.execute(SQL["lock_schema"])
-        if [row[0] for row in con.execute(SQL["schema_version"]).fetchall()] == [2]:  # not migrated meanwhile
-            con.execute(SQL["migrate_to_3"].encode())
-        versions = [row[0] for row in con.execute(SQL["schema_version"]).fetchall()]
+        versions = _versions(con)  # another process may have migrated meanwhile
+        for step in sql.migrations(SQL, versions[0] if versions else 0):
+            con.execute(step.encode())  # several statements, no parameters
+        versions = _versions(con)
     if versions != [SCHEMA_VERSION]:
         raise QueueSchemaError(
             f"{server} holds jobqueue tables of schema version {versions}, and this jobqueue"
             f" reads version {SCHEMA_VERSION}: use a matching jobqueue, or another database"
         )
+
+
+def _versions(con: psycopg.Connection[Any]) -> list[int]:
+    """The versions recorded in ``jobqueue_schema`` (one, normally); ``[]`` if there are no tables."""
+    if not con.execute(SQL["has_schema"]).fetchall()[0][0]:
+        return []
+    return [row[0] for row in con.execute(SQL["schema_version"]).fetchall()]

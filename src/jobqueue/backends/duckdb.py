@@ -1,6 +1,6 @@
 """A durable job queue: the same leases, retries and dead letters, kept in a DuckDB file.
 
-:class:`DurableQueue` keeps the promises of :class:`jobqueue.queue.JobQueue` (the same
+:class:`DurableQueue` keeps the promises of :class:`jobqueue.backends.memory.JobQueue` (the same
 contract tests run against both) but every change is a committed DuckDB transaction, so
 the jobs outlive the process. A worker killed mid-job (even by SIGKILL) leaves its job
 leased; once the lease runs out the next claim hands it out again as a new attempt.
@@ -26,6 +26,9 @@ Two things follow from DuckDB and shape the design:
   :meth:`~DurableQueue.ack_many` move many jobs in those same statements: thousands a
   second in batches of 100 (``benchmarks/durable_throughput.py`` measures both).
 
+The SQL lives in ``duckdb.sql`` beside this module, one named block per statement; a
+block does what the block of the same name in ``postgres.sql`` does.
+
 Times are seconds since the epoch from the queue's clock (wall-clock time, so they mean
 the same after a restart). Tables are prefixed ``jobqueue_``, so the queue can share a
 database file with an application's own tables (and an outbox).
@@ -50,15 +53,26 @@ from typing import Any, TypeVar
 import duckdb
 
 from jobqueue import db
-from jobqueue._rows import (
+from jobqueue.backends import rules, sql
+from jobqueue.backends.contract import (
+    DEFAULT_VISIBILITY_TIMEOUT_S,
+    Failed,
+    check_delay_s,
+    check_holder,
+    check_ids,
+    not_acked,
+)
+from jobqueue.backends.rows import (
     DEAD_COLUMNS,
+    DEAD_STORED,
     JOB_COLUMNS,
+    NEW_COLUMNS,
     dead_from_row,
-    expiry_reason_sql,
     job_from_row,
     new_job_values,
     salvage,
     salvage_dead,
+    stored_values,
 )
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock, SystemClock
@@ -68,9 +82,8 @@ from jobqueue.errors import (
     InvalidSettingError,
     QueueFileError,
     QueueFileLockedError,
-    describe_failure,
+    QueueSchemaError,
 )
-from jobqueue.failures import retry_delay_s
 from jobqueue.job import (
     DeadLetter,
     Job,
@@ -82,92 +95,44 @@ from jobqueue.job import (
     check_positive_seconds,
     check_priority,
     check_retry,
-    deadline,
 )
 from jobqueue.metrics import DEFAULT_WINDOW_S, PendingOutcomes, QueueMetrics, bucket, check_window
-from jobqueue.queue import (
-    DEFAULT_VISIBILITY_TIMEOUT_S,
-    FailOutcome,
-    check_delay_s,
-    check_ids,
-    not_acked,
-    stale_lease,
-)
 
 P = TypeVar("P")
 
-_SCHEMA = """
-CREATE SEQUENCE IF NOT EXISTS jobqueue_serial;
-CREATE SEQUENCE IF NOT EXISTS jobqueue_lease;
-CREATE SEQUENCE IF NOT EXISTS jobqueue_job_id;
-CREATE TABLE IF NOT EXISTS jobqueue_jobs (
-    id VARCHAR USING COMPRESSION uncompressed PRIMARY KEY,
-    type VARCHAR NOT NULL,
-    payload VARCHAR NOT NULL,
-    attempts INTEGER NOT NULL,
-    max_attempts INTEGER NOT NULL,
-    base_s DOUBLE NOT NULL,
-    cap_s DOUBLE NOT NULL,
-    run_at DOUBLE NOT NULL,
-    leased_until DOUBLE,
-    lease_token VARCHAR,
-    last_error VARCHAR,
-    visible_at DOUBLE NOT NULL,
-    serial BIGINT NOT NULL,
-    leased_at DOUBLE,
-    priority INTEGER NOT NULL DEFAULT 0,
-    expires_at DOUBLE,
-    expires_after_s DOUBLE
-);
-ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS leased_at DOUBLE;
-ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS priority INTEGER DEFAULT 0;
-ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS expires_at DOUBLE;
-ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS expires_after_s DOUBLE;
-CREATE TABLE IF NOT EXISTS jobqueue_dead (
-    id VARCHAR PRIMARY KEY,
-    type VARCHAR NOT NULL,
-    payload VARCHAR NOT NULL,
-    attempts INTEGER NOT NULL,
-    max_attempts INTEGER NOT NULL,
-    base_s DOUBLE NOT NULL,
-    cap_s DOUBLE NOT NULL,
-    run_at DOUBLE NOT NULL,
-    last_error VARCHAR,
-    died_at DOUBLE NOT NULL,
-    priority INTEGER NOT NULL DEFAULT 0,
-    expires_at DOUBLE,
-    expires_after_s DOUBLE
-);
-ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS priority INTEGER DEFAULT 0;
-ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS expires_at DOUBLE;
-ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS expires_after_s DOUBLE;
-CREATE TABLE IF NOT EXISTS jobqueue_outcomes (
-    second BIGINT PRIMARY KEY,
-    done BIGINT NOT NULL,
-    failed BIGINT NOT NULL
-);
-"""
-"""The tables, created if missing. A file written before a column existed gains it (``ADD
-COLUMN IF NOT EXISTS``, at the end of the table, so statements name their columns): leased
-times in lesson 11, priorities and deadlines in lesson 13 (old rows get priority 0 and no
-deadline). DuckDB adds no NOT NULL to an existing table, so in an old file a NULL priority
-can be stored; :func:`jobqueue._rows.job_from_row` refuses it as corrupt.
+SQL = sql.load(
+    "duckdb.sql",
+    {
+        "job_columns": JOB_COLUMNS,
+        "dead_columns": DEAD_COLUMNS,
+        "dead_job_columns": DEAD_COLUMNS.removesuffix(", died_at"),
+        "dead_stored": DEAD_STORED,
+        "dead_stored_with_error": DEAD_STORED.replace("last_error", "$error"),
+        "dead_stored_spent": DEAD_STORED.replace(
+            "last_error",
+            f"CASE WHEN attempts >= max_attempts THEN {rules.lease_lost_reason_sql()}"
+            f" ELSE {rules.expiry_reason_sql('$now')} END",
+        ),
+        "new_columns": NEW_COLUMNS,
+        "new_values": "0, $max_attempts, $base_s, $cap_s, $now, $now, nextval('jobqueue_serial'), $priority,"
+        " $expires_at, $expires_after_s",
+    },
+)
+"""The statements of ``duckdb.sql`` by block name; the blocks share postgres.sql's names.
 
-The job ids are stored uncompressed. Left to choose, DuckDB compresses them (DICT_FSST)
+The schema stores job ids uncompressed. Left to choose, DuckDB compresses them (DICT_FSST)
 once written to the file, and then each deleted job costs its commit the reading back of
 its id from the compressed block, to take it out of the primary key: an ack of 100 jobs
 committed in 0.7 ms with 1k jobs waiting and 4.8 ms with 100k (0.7 ms uncompressed).
-DuckDB cannot change a column's compression later, so a file made before keeps its own."""
+DuckDB cannot change a column's compression later, so a file made before keeps its own.
+DuckDB adds no NOT NULL to an existing table, so in an old file a NULL priority can be
+stored; :func:`jobqueue.backends.rows.job_from_row` refuses it as corrupt."""
 
-_DEAD_STORED = (
-    "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, last_error,"
-    " priority, expires_at, expires_after_s"
-)
-"""The columns of a dead-letter row other than ``died_at``, in the order of :func:`_stored`."""
+SCHEMA_VERSION = sql.latest_version(SQL)
+"""Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
 
-_HIGHEST_GIVEN_ID = """
-SELECT max(CAST(id[5:] AS BIGINT)) FROM (SELECT id FROM jobqueue_jobs UNION ALL SELECT id FROM jobqueue_dead)
-WHERE regexp_full_match(id, 'job-[1-9][0-9]{0,17}')
+1: lesson 11's tables. 2: when a lease was claimed. 3: priorities and deadlines (lesson
+13). Older files are migrated when a queue opens them (``migration_N`` of ``duckdb.sql``).
 """
 
 _DUCKDB_MAGIC = b"DUCK"
@@ -207,7 +172,7 @@ class DurableQueue:
     Use it as a context manager, or call :meth:`close`, to release the file. Each claim
     looks for the longest-claimable jobs with a top-N scan that skips blocks of rows whose
     times are all later (DuckDB's zone maps), so a backlog in enqueue order costs a claim
-    little; it is not O(log n) like :class:`~jobqueue.queue.JobQueue`.
+    little; it is not O(log n) like :class:`~jobqueue.backends.memory.JobQueue`.
 
     Introduced in lesson 11.
     """
@@ -225,8 +190,8 @@ class DurableQueue:
     def __init__(
         self,
         path: str | Path,
-        clock: Clock | None = None,
         *,
+        clock: Clock | None = None,
         visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         random: RandomFn = _random.random,
@@ -237,7 +202,7 @@ class DurableQueue:
         self.path = _check_path(path)
         self._random = random
         self._lock = threading.RLock()
-        self._outcomes = PendingOutcomes()  # counted, not yet in jobqueue_outcomes
+        self._outcomes = PendingOutcomes(self._lock)  # counted, not yet in jobqueue_outcomes
         self._closed = False
         # Lease tokens carry this queue object's random tag, so a lease cannot ack a job
         # of another queue whose file numbers its tokens the same way.
@@ -251,9 +216,9 @@ class DurableQueue:
             self._con = _open(self.path)
             try:
                 with self._transaction() as con:
-                    con.execute(_SCHEMA)
-                    self._reserve_ids(con, con.execute(_HIGHEST_GIVEN_ID).fetchall()[0][0])
-                    found = con.execute("SELECT DISTINCT priority FROM jobqueue_jobs").fetchall()
+                    self._migrate(con)
+                    self._reserve_ids(con, con.execute(SQL["highest_given_id"]).fetchall()[0][0])
+                    found = con.execute(SQL["priorities"]).fetchall()
                     self._priorities = {priority for (priority,) in found}
             except duckdb.Error as exc:
                 self._con.close()
@@ -272,7 +237,7 @@ class DurableQueue:
         with self._lock:
             if not self._closed:
                 try:
-                    self._flush(self.clock.now())
+                    self._outcomes.write(self.clock.now(), self._store_outcomes)
                 finally:
                     self._con.close()
                     self._closed = True
@@ -334,8 +299,7 @@ class DurableQueue:
                     new_rows[job_id] = payload
             if new_rows:
                 con.execute(
-                    f"INSERT INTO jobqueue_jobs ({_NEW_COLUMNS}) SELECT unnest($ids), $type,"
-                    f" unnest($payloads), {_NEW_VALUES}",
+                    SQL["enqueue"],
                     {"ids": list(new_rows), "payloads": list(new_rows.values())}
                     | new_job_values(job_type, policy, now, priority),
                 )
@@ -360,8 +324,7 @@ class DurableQueue:
         with self._lock:
             now = self.clock.now()
             rows = self._con.execute(
-                f"INSERT INTO jobqueue_jobs ({_NEW_COLUMNS}) SELECT 'job-' || nextval('jobqueue_job_id'),"
-                f" $type, unnest($payloads), {_NEW_VALUES} RETURNING id, payload, serial",
+                SQL["enqueue_fresh"],
                 {"payloads": data} | new_job_values(job_type, policy, now, priority),
             ).fetchall()
         ids_by_payload: dict[str, list[str]] = {}
@@ -449,12 +412,8 @@ class DurableQueue:
         later rows; ``priority DESC`` first makes it read every due row: 16 ms against 4 ms
         for 100 of 1M due jobs here.
         """
-        order = "priority DESC, visible_at, serial" if len(self._priorities) > 1 else "visible_at, serial"
-        return con.execute(
-            "SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false)"
-            f" FROM jobqueue_jobs WHERE visible_at <= $now ORDER BY {order} LIMIT $limit",
-            {"now": now, "limit": limit},
-        ).fetchall()
+        query = SQL["due_by_priority"] if len(self._priorities) > 1 else SQL["due"]
+        return con.execute(query, {"now": now, "limit": limit}).fetchall()
 
     def _lease(
         self, con: duckdb.DuckDBPyConnection, due: list[tuple[int, str, bool]], now: float
@@ -475,19 +434,8 @@ class DurableQueue:
             return []
         until = now + self.visibility_timeout_s
         rowids = [rowid for rowid, _, _ in due]
-        con.execute(
-            "UPDATE jobqueue_jobs SET attempts = attempts + 1, leased_until = $until,"
-            " leased_at = $now, visible_at = $until,"
-            " lease_token = 'lease-' || nextval('jobqueue_lease') || '-' || $tag,"
-            " serial = nextval('jobqueue_serial') WHERE rowid IN (SELECT unnest($rowids))"
-            " AND visible_at <= $now AND attempts < max_attempts AND coalesce(expires_at >= $now, true)",
-            {"until": until, "now": now, "tag": self._tag, "rowids": rowids},
-        )
-        rows: list[Any] = con.execute(
-            f"SELECT {JOB_COLUMNS}, lease_token FROM jobqueue_jobs WHERE rowid IN (SELECT unnest($rowids))"
-            " AND leased_until = $until",
-            {"until": until, "rowids": rowids},
-        ).fetchall()
+        con.execute(SQL["claim"], {"until": until, "now": now, "tag": self._tag, "rowids": rowids})
+        rows: list[Any] = con.execute(SQL["claimed"], {"until": until, "rowids": rowids}).fetchall()
         return rows
 
     def ack(self, lease: Lease) -> None:
@@ -500,7 +448,7 @@ class DurableQueue:
         with self._lock:
             if not self._delete_acked(self._con, [lease.token]):  # one statement, committed on its own
                 self._check_holder(self._con, lease)  # raises StaleLeaseError, saying why
-        self._record(done=1, failed=0)
+        self._outcomes.record(self.clock.now(), done=1, failed=0, store=self._store_outcomes)
 
     def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
         """Ack every lease still held, in one transaction; return the stale ones.
@@ -516,10 +464,10 @@ class DurableQueue:
 
     def _count_acked(self, leases: Sequence[Lease], acked: set[str]) -> list[Lease]:
         """Count the committed acks (the tokens ``acked``) of ``leases``; return the stale leases."""
-        self._record(done=len(acked), failed=0)
+        self._outcomes.record(self.clock.now(), done=len(acked), failed=0, store=self._store_outcomes)
         return not_acked(leases, acked)
 
-    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> FailOutcome:
+    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> Failed:
         """Record a failed attempt: retry after a delay, or dead; see :meth:`JobQueue.fail`.
 
         Raises:
@@ -527,27 +475,18 @@ class DurableQueue:
                 changes.
             InvalidSettingError: if ``error`` is neither an exception nor a str.
         """
-        message = describe_failure(error)
-        outcome: FailOutcome
         with self._transaction() as con:
             job = self._check_holder(con, lease)
             now = self.clock.now()
-            if permanent or job.attempts >= job.max_attempts:
-                con.execute("UPDATE jobqueue_jobs SET last_error = ? WHERE id = ?", [message, job.id])
-                self._move_to_dead(con, "id = $id", {"id": job.id}, now)
-                outcome = "dead"
+            failed = rules.fail(job, error, permanent=permanent, now=now, random=self._random)
+            if failed.run_at is None:
+                con.execute(SQL["bury"], {"id": job.id, "error": failed.error, "now": now})
+                con.execute(SQL["delete"], {"id": job.id})
             else:
-                run_at = now + retry_delay_s(job, error, self._random)
-                con.execute(
-                    "UPDATE jobqueue_jobs SET run_at = $run_at, visible_at = $run_at, leased_until = NULL,"
-                    " leased_at = NULL, lease_token = NULL, last_error = $error,"
-                    " serial = nextval('jobqueue_serial')"
-                    " WHERE id = $id",
-                    {"run_at": run_at, "error": message, "id": job.id},
-                )
-                outcome = "retry"
-        self._record(done=0, failed=1)  # counted once committed: a rollback counts nothing
-        return outcome
+                con.execute(SQL["retry"], {"run_at": failed.run_at, "error": failed.error, "id": job.id})
+        # Counted once committed: a rollback counts nothing.
+        self._outcomes.record(self.clock.now(), done=0, failed=1, store=self._store_outcomes)
+        return failed
 
     def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
         """Heartbeat: push the lease's end to ``now + by_s``; see :meth:`JobQueue.extend_lease`.
@@ -560,9 +499,7 @@ class DurableQueue:
         with self._transaction() as con:
             self._check_holder(con, lease)
             row = con.execute(
-                "UPDATE jobqueue_jobs SET leased_until = $until, visible_at = greatest(run_at, $until),"
-                f" serial = nextval('jobqueue_serial') WHERE id = $id RETURNING {JOB_COLUMNS}",
-                {"until": self.clock.now() + extra_s, "id": lease.job.id},
+                SQL["extend"], {"until": self.clock.now() + extra_s, "id": lease.job.id}
             ).fetchall()[0]
         return Lease(job=_lenient(row), token=lease.token)
 
@@ -575,12 +512,10 @@ class DurableQueue:
         """
         check_delay_s(delay_s)
         with self._transaction() as con:
-            self._check_holder(con, lease)
+            given_back = rules.release(self._check_holder(con, lease), now=self.clock.now(), delay_s=delay_s)
             row = con.execute(
-                "UPDATE jobqueue_jobs SET attempts = attempts - 1, run_at = $run_at, visible_at = $run_at,"
-                " leased_until = NULL, leased_at = NULL, lease_token = NULL,"
-                f" serial = nextval('jobqueue_serial') WHERE id = $id RETURNING {JOB_COLUMNS}",
-                {"run_at": self.clock.now() + delay_s, "id": lease.job.id},
+                SQL["release"],
+                {"attempts": given_back.attempts, "run_at": given_back.run_at, "id": lease.job.id},
             ).fetchall()[0]
         return _lenient(row)
 
@@ -595,21 +530,12 @@ class DurableQueue:
         check_job_id(job_id)
         with self._transaction() as con:
             now = self.clock.now()
-            rows = con.execute(
-                "DELETE FROM jobqueue_dead WHERE id = ? RETURNING id, type, payload, max_attempts, base_s,"
-                " cap_s, last_error, priority, expires_after_s",
-                [job_id],
-            ).fetchall()
+            rows = con.execute(SQL["discard"], {"id": job_id}).fetchall()
             if not rows:
                 raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
-            self._priorities.add(rows[0][7])
-            con.execute(
-                "INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, last_error,"
-                " priority, expires_after_s, attempts, run_at, visible_at, serial, expires_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, nextval('jobqueue_serial'), ?)",
-                [*rows[0], now, now, deadline(now, rows[0][8])],  # a fresh deadline from now
-            )
-            row = con.execute(f"SELECT {JOB_COLUMNS} FROM jobqueue_jobs WHERE id = ?", [job_id]).fetchall()[0]
+            job = rules.replay(self._readable_dead(con, rows, now, rewrite=False)[0].job, now=now)
+            self._priorities.add(job.priority)
+            row = con.execute(SQL["replay"], stored_values(job)).fetchall()[0]
         return _lenient(row)
 
     def discard(self, job_id: str) -> DeadLetter:
@@ -620,9 +546,7 @@ class DurableQueue:
         """
         check_job_id(job_id)
         with self._transaction() as con:
-            rows = con.execute(
-                f"DELETE FROM jobqueue_dead WHERE id = ? RETURNING {DEAD_COLUMNS}", [job_id]
-            ).fetchall()
+            rows = con.execute(SQL["discard"], {"id": job_id}).fetchall()
             if not rows:
                 raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
             return self._readable_dead(con, rows, self.clock.now(), rewrite=False)[0]
@@ -634,7 +558,7 @@ class DurableQueue:
 
         A row that cannot be read is dead-lettered (:class:`~jobqueue.errors.CorruptJobError`).
         """
-        jobs = self._select_jobs(f"SELECT {JOB_COLUMNS} FROM jobqueue_jobs WHERE id = ?", [job_id])
+        jobs = self._select_jobs(SQL["get"], {"id": job_id})
         return jobs[0] if jobs else None
 
     def jobs(self) -> list[Job]:
@@ -643,7 +567,7 @@ class DurableQueue:
         Rows that cannot be read are dead-lettered (:class:`~jobqueue.errors.CorruptJobError`)
         and left out.
         """
-        return self._select_jobs(f"SELECT {JOB_COLUMNS} FROM jobqueue_jobs ORDER BY visible_at, serial", [])
+        return self._select_jobs(SQL["jobs"], {})
 
     def dead_letters(self) -> list[DeadLetter]:
         """The dead-letter queue: jobs that will not be retried, oldest death first.
@@ -651,7 +575,7 @@ class DurableQueue:
         A dead row that cannot be read is rewritten with readable values, its reason
         prefixed with the :class:`~jobqueue.errors.CorruptJobError` that says what was wrong.
         """
-        query = f"SELECT {DEAD_COLUMNS} FROM jobqueue_dead ORDER BY died_at, id"
+        query = SQL["dead_letters"]
         with self._read() as con:
             rows = con.execute(query).fetchall()
         try:
@@ -664,7 +588,7 @@ class DurableQueue:
     def next_visible_at(self) -> float | None:
         """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""
         with self._read() as con:
-            value = con.execute("SELECT min(visible_at) FROM jobqueue_jobs").fetchall()[0][0]
+            value = con.execute(SQL["next_visible_at"]).fetchall()[0][0]
         return None if value is None else float(value)
 
     def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> QueueMetrics:
@@ -674,30 +598,16 @@ class DurableQueue:
             InvalidSettingError: if ``window_s`` is not > 0 s or longer than a day.
         """
         check_window(window_s)
-        self._flush(self.clock.now())
+        self._outcomes.write(self.clock.now(), self._store_outcomes)
         with self._transaction() as con:
             now = self.clock.now()
-            counts = con.execute(
-                "SELECT count(*) FILTER (WHERE visible_at <= $now),"
-                " count(*) FILTER (WHERE visible_at > $now AND coalesce(leased_until <= $now, true)),"
-                " count(*) FILTER (WHERE leased_until > $now),"
-                " coalesce(max($now - visible_at) FILTER (WHERE visible_at <= $now), 0.0),"
-                " coalesce(max($now - leased_at) FILTER (WHERE leased_until > $now), 0.0),"
-                " (SELECT count(*) FROM jobqueue_dead)"
-                " FROM jobqueue_jobs",
-                {"now": now},
-            ).fetchall()[0]
-            outcomes = con.execute(
-                "SELECT coalesce(sum(done), 0), coalesce(sum(failed), 0) FROM jobqueue_outcomes"
-                " WHERE second BETWEEN ? AND ?",
-                [bucket(now - window_s), now],
-            ).fetchall()[0]
-        return QueueMetrics.from_row(now, window_s, counts + outcomes)
+            row = con.execute(SQL["metrics"], {"now": now, "since": bucket(now - window_s)}).fetchall()[0]
+        return QueueMetrics.from_row(now, window_s, row)
 
     def __len__(self) -> int:
         """Number of waiting or leased jobs (dead ones not included)."""
         with self._read() as con:
-            count: int = con.execute("SELECT count(*) FROM jobqueue_jobs").fetchall()[0][0]
+            count: int = con.execute(SQL["count"]).fetchall()[0][0]
         return count
 
     def __repr__(self) -> str:
@@ -718,15 +628,10 @@ class DurableQueue:
 
     def _find(self, con: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[Job]:
         """Records of the given ids, live or dead, in no particular order (corrupt ones salvaged)."""
-        rows = con.execute(
-            f"SELECT {JOB_COLUMNS} FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids))"
-            f" UNION ALL SELECT {DEAD_COLUMNS.removesuffix(', died_at')} FROM jobqueue_dead"
-            " WHERE id IN (SELECT unnest($ids))",
-            {"ids": list(ids)},
-        ).fetchall()
+        rows = con.execute(SQL["find"], {"ids": list(ids)}).fetchall()
         return [_lenient(row) for row in rows]
 
-    def _select_jobs(self, query: str, params: list[Any]) -> list[Job]:
+    def _select_jobs(self, query: str, params: dict[str, Any]) -> list[Job]:
         """The jobs a SELECT of :data:`JOB_COLUMNS` finds; rows that cannot be read are dead-lettered."""
         with self._read() as con:
             rows = con.execute(query, params).fetchall()
@@ -748,12 +653,8 @@ class DurableQueue:
             except CorruptJobError as exc:
                 corrupt.append(salvage(row, exc))
         for job in corrupt:  # rare: one statement each is fine
-            con.execute("DELETE FROM jobqueue_jobs WHERE id = ?", [job.id])
-            con.execute(
-                f"INSERT INTO jobqueue_dead ({_DEAD_STORED}, died_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [*_stored(job), now],
-            )
+            con.execute(SQL["delete"], {"id": job.id})
+            con.execute(SQL["bury_unreadable"], stored_values(job) | {"now": now})
         return jobs
 
     def _readable_dead(
@@ -767,14 +668,34 @@ class DurableQueue:
             except CorruptJobError as exc:
                 letter = salvage_dead(row, exc, now)
                 if rewrite:
-                    con.execute(
-                        "UPDATE jobqueue_dead SET type = ?, payload = ?, attempts = ?, max_attempts = ?,"
-                        " base_s = ?, cap_s = ?, run_at = ?, last_error = ?, priority = ?, expires_at = ?,"
-                        " expires_after_s = ?, died_at = ? WHERE id = ?",
-                        [*_stored(letter.job)[1:], letter.died_at, letter.job.id],
-                    )
+                    con.execute(SQL["rewrite_dead"], stored_values(letter.job) | {"now": letter.died_at})
                 letters.append(letter)
         return letters
+
+    def _migrate(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Bring the file's tables to :data:`SCHEMA_VERSION`, creating them in a new file.
+
+        A new file gets the latest tables in one step (the ``schema`` block); an older
+        file runs the migrations it lacks, and one written before its tables recorded a
+        version runs every migration, each skipping what the file has (``IF NOT EXISTS``).
+
+        Raises:
+            QueueSchemaError: naming the file and both versions, if its tables are of a
+                newer version than this jobqueue knows.
+        """
+        if not con.execute(SQL["has_jobs"]).fetchall()[0][0]:
+            con.execute(SQL["schema"])  # a new file: the latest tables at once
+            return
+        version = 0
+        if con.execute(SQL["has_schema"]).fetchall()[0][0]:
+            version = max((row[0] for row in con.execute(SQL["schema_version"]).fetchall()), default=0)
+        if version > SCHEMA_VERSION:
+            raise QueueSchemaError(
+                f"queue file {self.path!r} holds jobqueue tables of schema version {version}, and this"
+                f" jobqueue reads version {SCHEMA_VERSION}: use a matching jobqueue"
+            )
+        for step in sql.migrations(SQL, version):
+            con.execute(step)  # several statements, no parameters
 
     def _reserve_ids(self, con: duckdb.DuckDBPyConnection, highest: int | None) -> None:
         """Move the fresh-id sequence past ``job-{highest}``, if it has not passed it, so it never makes it.
@@ -785,77 +706,30 @@ class DurableQueue:
         """
         if highest is None:
             return
-        upcoming = con.execute(
-            "SELECT coalesce(last_value + 1, start_value) FROM duckdb_sequences()"
-            " WHERE sequence_name = 'jobqueue_job_id' AND database_name = current_database()"
-            " AND schema_name = current_schema()"
-        ).fetchall()[0][0]
+        upcoming = con.execute(SQL["next_job_id"]).fetchall()[0][0]
         if highest >= upcoming:
-            con.execute(f"CREATE OR REPLACE SEQUENCE jobqueue_job_id START WITH {int(highest) + 1}")
+            con.execute(f"{SQL['restart_job_ids']} {int(highest) + 1}")
 
     def _check_holder(self, con: duckdb.DuckDBPyConnection, lease: Lease) -> Job:
         """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
-        rows = con.execute(
-            f"SELECT {JOB_COLUMNS}, lease_token FROM jobqueue_jobs WHERE id = ?", [lease.job.id]
-        ).fetchall()
-        job = _lenient(rows[0][:-1]) if rows else None
-        current = rows[0][-1] if rows else None
-        if job is None or current != lease.token:
-            raise stale_lease(lease, job, current)
-        return job
+        rows = con.execute(SQL["holder"], {"id": lease.job.id}).fetchall()
+        return check_holder(lease, _lenient(rows[0][:-1]) if rows else None, rows[0][-1] if rows else None)
 
     def _delete_acked(self, con: duckdb.DuckDBPyConnection, tokens: list[str]) -> set[str]:
         """Delete the jobs held under ``tokens``; return the tokens that matched."""
-        rows = con.execute(
-            "DELETE FROM jobqueue_jobs WHERE lease_token IN (SELECT unnest(?)) RETURNING lease_token",
-            [tokens],
-        ).fetchall()
+        rows = con.execute(SQL["ack"], {"tokens": tokens}).fetchall()
         return {row[0] for row in rows}
 
     def _bury_expired(self, con: duckdb.DuckDBPyConnection, ids: list[str], now: float) -> None:
         """Dead-letter the jobs ``ids``, whose final attempt's lease, or deadline, has run out at ``now``."""
-        where = "id IN (SELECT unnest($ids))"
-        con.execute(
-            "UPDATE jobqueue_jobs SET last_error = CASE WHEN attempts >= max_attempts"
-            " THEN 'LeaseExpired: final attempt ' || attempts || ' was neither acked nor failed in time'"
-            f" ELSE {expiry_reason_sql('$now')} END WHERE {where}",
-            {"ids": ids, "now": now},
-        )
-        self._move_to_dead(con, where, {"ids": ids}, now)
-
-    def _move_to_dead(
-        self, con: duckdb.DuckDBPyConnection, where: str, params: dict[str, Any], now: float
-    ) -> None:
-        """Move the jobs matching ``where`` (fixed SQL, values in ``params``) to the dead letters."""
-        con.execute(
-            f"INSERT INTO jobqueue_dead ({_DEAD_STORED}, died_at) SELECT {_DEAD_STORED}, $died_at"
-            f" FROM jobqueue_jobs WHERE {where}",
-            params | {"died_at": now},
-        )
-        con.execute(f"DELETE FROM jobqueue_jobs WHERE {where}", params)
-
-    def _record(self, *, done: int, failed: int) -> None:
-        """Count committed outcomes in memory; they are written to the table once a second."""
-        now = self.clock.now()
-        with self._lock:
-            self._outcomes.record(now, done=done, failed=failed, store=self._store_outcomes)
-
-    def _flush(self, now: float) -> None:
-        """Write the counted outcomes to ``jobqueue_outcomes`` now."""
-        with self._lock:
-            self._outcomes.write(now, self._store_outcomes)
+        con.execute(SQL["bury_spent"], {"ids": ids, "now": now})
+        con.execute(SQL["delete_spent"], {"ids": ids})
 
     def _store_outcomes(self, columns: dict[str, list[int]], before: int) -> None:
         """Add counted outcomes to ``jobqueue_outcomes``; forget seconds before ``before``."""
         with self._transaction() as con:
-            con.execute(
-                "INSERT INTO jobqueue_outcomes"
-                " SELECT unnest($seconds), unnest($done), unnest($failed)"
-                " ON CONFLICT (second) DO UPDATE SET done = jobqueue_outcomes.done + excluded.done,"
-                " failed = jobqueue_outcomes.failed + excluded.failed",
-                columns,
-            )
-            con.execute("DELETE FROM jobqueue_outcomes WHERE second < ?", [before])
+            con.execute(SQL["count_outcomes"], columns)
+            con.execute(SQL["forget_outcomes"], {"before": before})
 
 
 def _lenient(row: Sequence[Any]) -> Job:
@@ -864,25 +738,6 @@ def _lenient(row: Sequence[Any]) -> Job:
         return job_from_row(row)
     except CorruptJobError as exc:
         return salvage(row, exc)
-
-
-def _stored(job: Job) -> list[Any]:
-    """The values of a dead-letter row for ``job``, ``died_at`` left out."""
-    backoff = job.backoff
-    return [
-        job.id,
-        job.type,
-        job.payload,
-        job.attempts,
-        job.max_attempts,
-        backoff.base_s,
-        backoff.cap_s,
-        job.run_at,
-        job.last_error,
-        job.priority,
-        job.expires_at,
-        job.expires_after_s,
-    ]
 
 
 def _check_path(path: object) -> str:
@@ -963,20 +818,6 @@ def _id_number(job_id: str) -> int | None:
     """N if ``job_id`` is ``job-N``, an id the queue's sequence could make; else ``None``."""
     match = _FRESH_ID.fullmatch(job_id)
     return int(match[1]) if match else None
-
-
-_NEW_COLUMNS = (
-    "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, visible_at, serial,"
-    " priority, expires_at, expires_after_s"
-)
-"""The columns an enqueue fills, in order; the others start NULL."""
-
-_NEW_VALUES = (
-    "0, $max_attempts, $base_s, $cap_s, $now, $now, nextval('jobqueue_serial'), $priority, $expires_at,"
-    " $expires_after_s"
-)
-"""The values of :data:`_NEW_COLUMNS` after id, type and payload, as placeholders
-(filled by :func:`jobqueue._rows.new_job_values`)."""
 
 
 def _in_order(due: list[tuple[int, str, bool]], rows: list[Any], jobs: list[Job]) -> list[Lease]:

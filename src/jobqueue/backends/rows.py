@@ -54,6 +54,38 @@ JOB_COLUMNS = ", ".join(JOB_FIELDS)
 DEAD_COLUMNS = JOB_COLUMNS.replace("leased_until, leased_at", "NULL, NULL") + ", died_at"
 """The select list of a dead-letter row: a job row (never leased) and ``died_at``."""
 
+DEAD_STORED = JOB_COLUMNS.replace("leased_until, leased_at, ", "")
+"""The columns a dead letter stores besides ``died_at``: a job's, but its lease."""
+
+NEW_COLUMNS = (
+    "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, visible_at, serial,"
+    " priority, expires_at, expires_after_s"
+)
+"""The columns an enqueue fills, in order; the others start NULL."""
+
+
+def stored_values(job: Job) -> dict[str, Any]:
+    """The values of ``job`` a statement stores, by parameter name (``last_error`` as ``error``).
+
+    Keyed ``id``, ``type``, ``payload``, ``attempts``, ``max_attempts``, ``base_s``,
+    ``cap_s``, ``run_at`` (seconds), ``error``, ``priority``, ``expires_at`` and
+    ``expires_after_s``.
+    """
+    return {
+        "id": job.id,
+        "type": job.type,
+        "payload": job.payload,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "base_s": job.backoff.base_s,
+        "cap_s": job.backoff.cap_s,
+        "run_at": job.run_at,
+        "error": job.last_error,
+        "priority": job.priority,
+        "expires_at": job.expires_at,
+        "expires_after_s": job.expires_after_s,
+    }
+
 
 def new_job_values(job_type: JobType[Any], policy: RetryPolicy, now: float, priority: int) -> dict[str, Any]:
     """The values every SQL backend stores in a new job of ``job_type`` enqueued at ``now``.
@@ -71,15 +103,6 @@ def new_job_values(job_type: JobType[Any], policy: RetryPolicy, now: float, prio
         "expires_at": deadline(now, job_type.expires_after_s),
         "expires_after_s": job_type.expires_after_s,
     }
-
-
-def expiry_reason_sql(now: str) -> str:
-    """A SQL expression of :func:`jobqueue.job.expiry_reason` for the row's job, ``now`` its time.
-
-    ``now`` is the placeholder of the claim's time in the backend's own syntax (``$now``,
-    ``%(now)s``); ``expires_at`` is the row's column. DuckDB and PostgreSQL both read it.
-    """
-    return f"'expired: still waiting ' || CAST(ceil({now} - expires_at) AS BIGINT) || ' s past its deadline'"
 
 
 def job_from_row(row: Sequence[Any]) -> Job:

@@ -1,0 +1,287 @@
+"""The contract every queue backend keeps, and the optional abilities a backend may add.
+
+:class:`Queue` is what the in-memory :class:`~jobqueue.backends.memory.JobQueue`, the DuckDB
+:class:`~jobqueue.backends.duckdb.DurableQueue` and the PostgreSQL
+:class:`~jobqueue.backends.postgres.PostgresQueue` all offer; workers, runners and the command
+line accept any of them. A backend that can do more says so by having the members of
+an ability protocol (:class:`AcksAndClaims`, :class:`ClaimsAhead`, :class:`WaitsForWork`,
+:class:`NamesServer`); callers test for an ability with ``isinstance``, which mypy
+follows, instead of probing with ``getattr`` (as Oban's engine declares its optional
+callbacks). The small functions at the end are the checks and messages every backend
+shares, so that a bad argument or a stale lease reads the same whatever the storage.
+
+Introduced in lesson 03 (the queue); the abilities in lessons 11 and 12.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeVar, runtime_checkable
+
+from jobqueue.clock import Clock
+from jobqueue.errors import InvalidSettingError, StaleLeaseError
+from jobqueue.job import DeadLetter, Job, JobType, Lease, check_count, check_job_id
+from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
+
+P = TypeVar("P")
+
+DEFAULT_VISIBILITY_TIMEOUT_S = 30.0
+"""How long a claimed job stays hidden from other workers, in seconds (SQS's default)."""
+
+FailOutcome = Literal["retry", "dead"]
+"""What :meth:`Queue.fail` did with the job: waiting to run again, or dead-lettered."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Failed:
+    """What :meth:`Queue.fail` did with a failed attempt.
+
+    Attributes:
+        outcome: ``"retry"`` (waiting again) or ``"dead"`` (moved to the dead letters).
+        run_at: for a retry, when the job is due again (seconds on the queue's clock);
+            ``None`` when dead.
+        error: the reason stored as the job's ``last_error`` (``"ErrorClass: message"``,
+            or the message given).
+
+    ``str()`` gives the outcome alone (``"retry"``), as a log line shows it. Introduced in
+    lesson 03; ``run_at`` spares a worker from reading the job again to learn it.
+    """
+
+    outcome: FailOutcome
+    run_at: float | None
+    error: str
+
+    def __str__(self) -> str:
+        return self.outcome
+
+
+class Queue(Protocol):
+    """What every job queue of this package offers, whatever keeps its jobs.
+
+    The methods keep the same promises in every backend (:mod:`jobqueue.testing.contract`
+    checks them against each); the docstrings of :class:`~jobqueue.backends.memory.JobQueue` give
+    the details. Workers (:class:`jobqueue.worker.Worker`, :class:`jobqueue.runner.Runner`)
+    accept any of them.
+    """
+
+    @property
+    def clock(self) -> Clock:
+        """Where the queue reads the time (seconds)."""
+
+    @property
+    def visibility_timeout_s(self) -> float:
+        """How long a claim hides a job, in seconds."""
+
+    def enqueue(
+        self, job_type: JobType[P], payload: P, *, id: str | None = None, priority: int | None = None
+    ) -> Job:
+        """Add one job, waiting from now; an id already held adds nothing."""
+
+    def enqueue_many(
+        self,
+        job_type: JobType[P],
+        payloads: Sequence[P],
+        *,
+        ids: Sequence[str] | None = None,
+        priority: int | None = None,
+    ) -> list[Job]:
+        """Add several jobs of one type; all or none if a payload is invalid."""
+
+    def claim(self) -> Lease | None:
+        """Lease the due job of highest priority claimable longest, or ``None``."""
+
+    def claim_many(self, limit: int) -> list[Lease]:
+        """Lease up to ``limit`` due jobs."""
+
+    def ack(self, lease: Lease) -> None:
+        """Mark a leased job done; ``StaleLeaseError`` if the lease is stale."""
+
+    def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
+        """Ack every lease still held; return the stale ones."""
+
+    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> Failed:
+        """Record a failed attempt: a retry after the backoff (or Retry-After), or dead."""
+
+    def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
+        """Push a lease's end to ``now + by_s`` seconds (heartbeat)."""
+
+    def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job:
+        """Give a claimed job back unrun, due after ``delay_s`` seconds, the attempt not counted."""
+
+    def replay(self, job_id: str) -> Job:
+        """Move a dead job back to waiting with a fresh attempt budget (and deadline)."""
+
+    def discard(self, job_id: str) -> DeadLetter:
+        """Delete a dead letter and return it."""
+
+    def get(self, job_id: str) -> Job | None:
+        """The record of a waiting or leased job, or ``None``."""
+
+    def jobs(self) -> list[Job]:
+        """Every waiting or leased job, in the order they become claimable."""
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """The dead-letter queue, oldest death first."""
+
+    def next_visible_at(self) -> float | None:
+        """Earliest time (seconds) some job can be claimed, or ``None``."""
+
+    def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> QueueMetrics:
+        """The numbers to watch, failure rate over the last ``window_s`` seconds."""
+
+    def __len__(self) -> int:
+        """Number of waiting or leased jobs."""
+
+
+@runtime_checkable
+class AcksAndClaims(Protocol):
+    """A queue that acks finished jobs and claims new ones in one transaction (one commit).
+
+    :class:`~jobqueue.backends.duckdb.DurableQueue` has it; a :class:`~jobqueue.worker.Worker` uses
+    it when present, else :func:`ack_then_claim`. Introduced in lesson 11.
+    """
+
+    def ack_and_claim(self, leases: Sequence[Lease], limit: int) -> tuple[list[Lease], list[Lease]]:
+        """Ack ``leases`` and claim up to ``limit`` jobs; return ``(stale, claimed)``."""
+
+
+@runtime_checkable
+class ClaimsAhead(Protocol):
+    """A queue whose calls cost so much that a runner should claim at least this many jobs at once.
+
+    Introduced in lesson 11 (:class:`~jobqueue.backends.duckdb.DurableQueue`).
+    """
+
+    @property
+    def claim_batch(self) -> int:
+        """Jobs a :class:`~jobqueue.runner.Runner` claims ahead by default, at least."""
+
+
+@runtime_checkable
+class WaitsForWork(Protocol):
+    """A queue that can say when a job arrives, so an idle runner need not wait for its poll.
+
+    Introduced in lesson 12 (:class:`~jobqueue.backends.postgres.PostgresQueue`: LISTEN/NOTIFY).
+    """
+
+    async def wait_for_work(self, timeout_s: float) -> bool:
+        """Wait at most ``timeout_s`` seconds for work; ``True`` if some may have arrived."""
+
+
+@runtime_checkable
+class NamesServer(Protocol):
+    """A queue on a database server, which log lines name (never with a password).
+
+    Introduced in lesson 12.
+    """
+
+    @property
+    def server(self) -> str:
+        """The server and database, e.g. ``"PostgreSQL at db:5432, database shop"``."""
+
+
+def ack_then_claim(queue: Queue, leases: Sequence[Lease], limit: int) -> tuple[list[Lease], list[Lease]]:
+    """Ack ``leases`` (all succeeded) with :meth:`Queue.ack_many`, then claim up to ``limit`` jobs.
+
+    What a :class:`~jobqueue.worker.Worker` does for a queue without :class:`AcksAndClaims`
+    (with it, the queue's own ``ack_and_claim`` does both in one transaction). Either way
+    an ack is written before the claim that follows it, so a crash between them can only
+    make a finished job run again.
+
+    Returns:
+        ``(stale, claimed)``: the leases no longer held, and the new leases.
+
+    Raises:
+        InvalidSettingError: if ``limit`` is not an int >= 0.
+    """
+    check_count("limit", limit, least=0)
+    stale = queue.ack_many(leases) if leases else []
+    return stale, queue.claim_many(limit) if limit else []
+
+
+def stale_lease(lease: Lease, job: Job | None, current: str | None) -> StaleLeaseError:
+    """The error for ``lease`` when the queue holds ``job`` under the token ``current``.
+
+    Args:
+        lease: the lease a worker presented.
+        job: the job's record now, or ``None`` if it left the queue.
+        current: the token of the job's lease now, or ``None`` if it is not leased.
+    """
+    job_id = lease.job.id
+    if job is None:
+        return StaleLeaseError(
+            f"lease {lease.token} on job {job_id!r} is stale: the job is no longer in the queue"
+            " (acked or dead-lettered)"
+        )
+    held = f"held now as {current} (attempt {job.attempts})" if current else "not leased now"
+    return StaleLeaseError(
+        f"lease {lease.token} on job {job_id!r} (attempt {lease.job.attempts}) is stale: the job is {held}"
+    )
+
+
+def check_holder(lease: Lease, job: Job | None, current: str | None) -> Job:
+    """Return ``job`` if ``lease`` is its current lease (``current`` its token now).
+
+    Raises:
+        StaleLeaseError: saying why (see :func:`stale_lease`), if it is not.
+    """
+    if job is None or current != lease.token:
+        raise stale_lease(lease, job, current)
+    return job
+
+
+def not_acked(leases: Sequence[Lease], acked: set[str]) -> list[Lease]:
+    """The leases of ``leases`` whose ack did not happen: the database queues' ``ack_many`` result.
+
+    Args:
+        leases: the leases passed to ``ack_many``, in order.
+        acked: the tokens whose jobs the ack deleted; used up by this call.
+
+    A lease passed twice counts once: its later copies are stale, as the job is gone.
+    """
+    stale = []
+    for lease in leases:
+        if lease.token in acked:
+            acked.discard(lease.token)  # a later copy finds the job gone
+        else:
+            stale.append(lease)
+    return stale
+
+
+def check_delay_s(delay_s: float) -> float:
+    """Return ``delay_s`` if it is a finite number of seconds >= 0; every queue's ``release`` calls it.
+
+    Raises:
+        InvalidSettingError: naming the bad value.
+    """
+    if (
+        isinstance(delay_s, bool)
+        or not isinstance(delay_s, int | float)
+        or not (math.isfinite(delay_s) and delay_s >= 0)
+    ):
+        raise InvalidSettingError(f"delay_s must be a finite number of seconds >= 0, got {delay_s!r}")
+    return float(delay_s)
+
+
+def check_ids(ids: Sequence[str] | None, payloads: Sequence[object]) -> Sequence[str] | None:
+    """Return ``ids`` if it is ``None`` or has one valid id per payload (see :func:`check_job_id`).
+
+    Every queue's ``enqueue_many`` calls it before storing anything.
+
+    Raises:
+        InvalidSettingError: if ``ids`` is a single str (not a sequence of ids), the
+            lengths differ (naming both), or an id is not a non-empty str (naming it).
+    """
+    if ids is None:
+        return None
+    if isinstance(ids, str | bytes):
+        raise InvalidSettingError(f"ids must be a sequence of ids, not one {type(ids).__name__}: {ids!r}")
+    if len(ids) != len(payloads):
+        raise InvalidSettingError(
+            f"ids must give one id per payload: {len(ids)} ids for {len(payloads)} payloads"
+        )
+    for job_id in ids:
+        check_job_id(job_id)
+    return ids

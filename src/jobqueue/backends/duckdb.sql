@@ -1,0 +1,266 @@
+-- The SQL of jobqueue.backends.duckdb.DurableQueue, one named block per statement; a block
+-- named as one of postgres.sql does the same operation there.
+-- Parameters are named ($now, $ids...); times are seconds from the queue's clock, never now().
+-- {job_columns} and {dead_columns} stand for the select lists jobqueue.backends.rows reads
+-- rows with, {dead_stored} for a dead letter's columns but died_at, {new_columns} and
+-- {new_values} for what an enqueue fills, {lease_lost_reason} and {expiry_reason} for the
+-- reasons jobqueue.backends.rules.refusal gives (all filled in when this file is loaded:
+-- fixed SQL, never values).
+
+-- name: has_schema
+SELECT count(*) > 0 FROM duckdb_tables()
+WHERE table_name = 'jobqueue_schema' AND database_name = current_database() AND schema_name = current_schema();
+
+-- name: schema_version
+SELECT version FROM jobqueue_schema;
+
+-- name: has_jobs
+SELECT count(*) > 0 FROM duckdb_tables()
+WHERE table_name = 'jobqueue_jobs' AND database_name = current_database() AND schema_name = current_schema();
+
+-- name: schema
+-- A new file's tables, at the latest version in one step: what the migrations below make
+-- of an old file, and more (NOT NULL on the priorities, which DuckDB cannot add to a
+-- column later). tests/test_sql.py holds the two to the same columns. No parameters.
+CREATE TABLE jobqueue_schema (version INTEGER NOT NULL);
+CREATE SEQUENCE IF NOT EXISTS jobqueue_serial;
+CREATE SEQUENCE IF NOT EXISTS jobqueue_lease;
+CREATE SEQUENCE IF NOT EXISTS jobqueue_job_id;
+CREATE TABLE IF NOT EXISTS jobqueue_jobs (
+    id VARCHAR USING COMPRESSION uncompressed PRIMARY KEY,
+    type VARCHAR NOT NULL,
+    payload VARCHAR NOT NULL,
+    attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    base_s DOUBLE NOT NULL,
+    cap_s DOUBLE NOT NULL,
+    run_at DOUBLE NOT NULL,
+    leased_until DOUBLE,
+    lease_token VARCHAR,
+    last_error VARCHAR,
+    visible_at DOUBLE NOT NULL,
+    serial BIGINT NOT NULL,
+    leased_at DOUBLE,
+    priority INTEGER NOT NULL DEFAULT 0,
+    expires_at DOUBLE,
+    expires_after_s DOUBLE
+);
+CREATE TABLE IF NOT EXISTS jobqueue_dead (
+    id VARCHAR PRIMARY KEY,
+    type VARCHAR NOT NULL,
+    payload VARCHAR NOT NULL,
+    attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    base_s DOUBLE NOT NULL,
+    cap_s DOUBLE NOT NULL,
+    run_at DOUBLE NOT NULL,
+    last_error VARCHAR,
+    died_at DOUBLE NOT NULL,
+    priority INTEGER NOT NULL DEFAULT 0,
+    expires_at DOUBLE,
+    expires_after_s DOUBLE
+);
+CREATE TABLE IF NOT EXISTS jobqueue_outcomes (
+    second BIGINT PRIMARY KEY,
+    done BIGINT NOT NULL,
+    failed BIGINT NOT NULL
+);
+INSERT INTO jobqueue_schema VALUES (3);
+
+-- The migrations: block migration_N takes the tables from version N - 1 to N, and records N.
+-- A file written before the tables recorded their version runs them all: every step is
+-- IF NOT EXISTS, so it skips what such a file has. Columns added later come at the end of
+-- their table, so statements always name their columns. No parameters.
+
+-- name: migration_1
+-- Lesson 11's tables.
+CREATE TABLE IF NOT EXISTS jobqueue_schema (version INTEGER NOT NULL);
+CREATE SEQUENCE IF NOT EXISTS jobqueue_serial;
+CREATE SEQUENCE IF NOT EXISTS jobqueue_lease;
+CREATE SEQUENCE IF NOT EXISTS jobqueue_job_id;
+CREATE TABLE IF NOT EXISTS jobqueue_jobs (
+    id VARCHAR USING COMPRESSION uncompressed PRIMARY KEY,
+    type VARCHAR NOT NULL,
+    payload VARCHAR NOT NULL,
+    attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    base_s DOUBLE NOT NULL,
+    cap_s DOUBLE NOT NULL,
+    run_at DOUBLE NOT NULL,
+    leased_until DOUBLE,
+    lease_token VARCHAR,
+    last_error VARCHAR,
+    visible_at DOUBLE NOT NULL,
+    serial BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobqueue_dead (
+    id VARCHAR PRIMARY KEY,
+    type VARCHAR NOT NULL,
+    payload VARCHAR NOT NULL,
+    attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    base_s DOUBLE NOT NULL,
+    cap_s DOUBLE NOT NULL,
+    run_at DOUBLE NOT NULL,
+    last_error VARCHAR,
+    died_at DOUBLE NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobqueue_outcomes (
+    second BIGINT PRIMARY KEY,
+    done BIGINT NOT NULL,
+    failed BIGINT NOT NULL
+);
+DELETE FROM jobqueue_schema;
+INSERT INTO jobqueue_schema VALUES (1);
+
+-- name: migration_2
+-- When a lease was claimed (lesson 11's metrics: the oldest lease).
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS leased_at DOUBLE;
+UPDATE jobqueue_schema SET version = 2;
+
+-- name: migration_3
+-- Priorities and deadlines (lesson 13): old jobs get priority 0 and no deadline. DuckDB adds
+-- no NOT NULL with a column, so a NULL priority could be stored; the row conversion refuses
+-- it as corrupt.
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS priority INTEGER DEFAULT 0;
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS expires_at DOUBLE;
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS expires_after_s DOUBLE;
+ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS priority INTEGER DEFAULT 0;
+ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS expires_at DOUBLE;
+ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS expires_after_s DOUBLE;
+UPDATE jobqueue_schema SET version = 3;
+
+-- name: highest_given_id
+SELECT max(CAST(id[5:] AS BIGINT)) FROM (SELECT id FROM jobqueue_jobs UNION ALL SELECT id FROM jobqueue_dead)
+WHERE regexp_full_match(id, 'job-[1-9][0-9]{0,17}');
+
+-- name: priorities
+SELECT DISTINCT priority FROM jobqueue_jobs;
+
+-- name: next_job_id
+SELECT coalesce(last_value + 1, start_value) FROM duckdb_sequences()
+WHERE sequence_name = 'jobqueue_job_id' AND database_name = current_database()
+AND schema_name = current_schema();
+
+-- name: restart_job_ids
+-- DDL takes no parameters: the caller appends the new start, an int.
+CREATE OR REPLACE SEQUENCE jobqueue_job_id START WITH
+
+-- name: enqueue
+INSERT INTO jobqueue_jobs ({new_columns}) SELECT unnest($ids), $type, unnest($payloads), {new_values};
+
+-- name: enqueue_fresh
+INSERT INTO jobqueue_jobs ({new_columns}) SELECT 'job-' || nextval('jobqueue_job_id'), $type,
+unnest($payloads), {new_values} RETURNING id, payload, serial;
+
+-- name: find
+SELECT {job_columns} FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids))
+UNION ALL SELECT {dead_job_columns} FROM jobqueue_dead WHERE id IN (SELECT unnest($ids));
+
+-- name: due
+-- While the live jobs have one priority: lets DuckDB's top-N skip blocks of later rows.
+SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false)
+FROM jobqueue_jobs WHERE visible_at <= $now ORDER BY visible_at, serial LIMIT $limit;
+
+-- name: due_by_priority
+SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false)
+FROM jobqueue_jobs WHERE visible_at <= $now ORDER BY priority DESC, visible_at, serial LIMIT $limit;
+
+-- name: claim
+UPDATE jobqueue_jobs SET attempts = attempts + 1, leased_until = $until, leased_at = $now, visible_at = $until,
+lease_token = 'lease-' || nextval('jobqueue_lease') || '-' || $tag, serial = nextval('jobqueue_serial')
+WHERE rowid IN (SELECT unnest($rowids))
+AND visible_at <= $now AND attempts < max_attempts AND coalesce(expires_at >= $now, true);
+
+-- name: claimed
+SELECT {job_columns}, lease_token FROM jobqueue_jobs WHERE rowid IN (SELECT unnest($rowids))
+AND leased_until = $until;
+
+-- name: ack
+DELETE FROM jobqueue_jobs WHERE lease_token IN (SELECT unnest($tokens)) RETURNING lease_token;
+
+-- name: holder
+SELECT {job_columns}, lease_token FROM jobqueue_jobs WHERE id = $id;
+
+-- name: retry
+UPDATE jobqueue_jobs SET run_at = $run_at, visible_at = $run_at, leased_until = NULL, leased_at = NULL,
+lease_token = NULL, last_error = $error, serial = nextval('jobqueue_serial') WHERE id = $id;
+
+-- name: bury
+INSERT INTO jobqueue_dead ({dead_stored}, died_at)
+SELECT {dead_stored_with_error}, $now FROM jobqueue_jobs WHERE id = $id;
+
+-- name: delete
+DELETE FROM jobqueue_jobs WHERE id = $id;
+
+-- name: bury_spent
+-- The due jobs a claim must not run: their final lease ran out, or their deadline passed.
+INSERT INTO jobqueue_dead ({dead_stored}, died_at)
+SELECT {dead_stored_spent}, $now FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids));
+
+-- name: delete_spent
+DELETE FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids));
+
+-- name: bury_unreadable
+INSERT INTO jobqueue_dead ({dead_stored}, died_at)
+VALUES ($id, $type, $payload, $attempts, $max_attempts, $base_s, $cap_s, $run_at, $error, $priority,
+$expires_at, $expires_after_s, $now);
+
+-- name: rewrite_dead
+UPDATE jobqueue_dead SET type = $type, payload = $payload, attempts = $attempts, max_attempts = $max_attempts,
+base_s = $base_s, cap_s = $cap_s, run_at = $run_at, last_error = $error, priority = $priority,
+expires_at = $expires_at, expires_after_s = $expires_after_s, died_at = $now WHERE id = $id;
+
+-- name: extend
+UPDATE jobqueue_jobs SET leased_until = $until, visible_at = greatest(run_at, $until),
+serial = nextval('jobqueue_serial') WHERE id = $id RETURNING {job_columns};
+
+-- name: release
+UPDATE jobqueue_jobs SET attempts = $attempts, run_at = $run_at, visible_at = $run_at, leased_until = NULL,
+leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial') WHERE id = $id
+RETURNING {job_columns};
+
+-- name: replay
+-- After `discard` took the dead letter out, in the same transaction: the job it becomes.
+INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, last_error, priority,
+expires_after_s, attempts, run_at, visible_at, serial, expires_at)
+VALUES ($id, $type, $payload, $max_attempts, $base_s, $cap_s, $error, $priority, $expires_after_s, $attempts,
+$run_at, $run_at, nextval('jobqueue_serial'), $expires_at)
+RETURNING {job_columns};
+
+-- name: discard
+DELETE FROM jobqueue_dead WHERE id = $id RETURNING {dead_columns};
+
+-- name: get
+SELECT {job_columns} FROM jobqueue_jobs WHERE id = $id;
+
+-- name: jobs
+SELECT {job_columns} FROM jobqueue_jobs ORDER BY visible_at, serial;
+
+-- name: dead_letters
+SELECT {dead_columns} FROM jobqueue_dead ORDER BY died_at, id;
+
+-- name: next_visible_at
+SELECT min(visible_at) FROM jobqueue_jobs;
+
+-- name: count
+SELECT count(*) FROM jobqueue_jobs;
+
+-- name: metrics
+SELECT count(*) FILTER (WHERE visible_at <= $now),
+       count(*) FILTER (WHERE visible_at > $now AND coalesce(leased_until <= $now, true)),
+       count(*) FILTER (WHERE leased_until > $now),
+       coalesce(max($now - visible_at) FILTER (WHERE visible_at <= $now), 0.0),
+       coalesce(max($now - leased_at) FILTER (WHERE leased_until > $now), 0.0),
+       (SELECT count(*) FROM jobqueue_dead),
+       (SELECT coalesce(sum(done), 0) FROM jobqueue_outcomes WHERE second BETWEEN $since AND $now),
+       (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN $since AND $now)
+FROM jobqueue_jobs;
+
+-- name: count_outcomes
+INSERT INTO jobqueue_outcomes SELECT unnest($seconds), unnest($done), unnest($failed)
+ON CONFLICT (second) DO UPDATE SET done = jobqueue_outcomes.done + excluded.done,
+failed = jobqueue_outcomes.failed + excluded.failed;
+
+-- name: forget_outcomes
+DELETE FROM jobqueue_outcomes WHERE second < $before;

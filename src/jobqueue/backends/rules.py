@@ -1,0 +1,155 @@
+"""The queue's decisions, once, as plain functions: every backend calls them and stores the result.
+
+A backend keeps jobs; it does not decide what becomes of them. What a failure does (retry
+or dead letter, and when), what a release does to the attempt count, when a waiting job
+must not run (its final lease ran out, or its deadline passed) and what a replay resets
+are decided here, from a job's record and the time, with no storage in sight, so each
+rule is tested without a database (``tests/test_rules.py``) and a new backend cannot get
+one wrong. Which errors rule out a retry, and how long a job waits for an open circuit
+breaker, are decided here too, for the worker. The two reasons a claim dead-letters a job
+have a SQL twin each (:func:`lease_lost_reason_sql`, :func:`expiry_reason_sql`), for the
+SQL backends that dead-letter such jobs inside their claim statement; a test holds each
+twin to its function.
+
+Introduced in lesson 03; deadlines in lesson 13; Retry-After and deferral in lesson 14.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from jobqueue.backends.contract import Failed, check_delay_s
+from jobqueue.backoff import RandomFn
+from jobqueue.errors import (
+    CircuitOpenError,
+    PayloadError,
+    PermanentJobError,
+    UnknownJobTypeError,
+    describe_failure,
+)
+from jobqueue.failures import retry_delay_s
+from jobqueue.job import Job, deadline
+
+
+def fail(job: Job, error: BaseException | str, *, permanent: bool, now: float, random: RandomFn) -> Failed:
+    """What a failed attempt of ``job`` leads to: a retry and its time, or a dead letter.
+
+    Dead if ``permanent`` or the attempt was the job's last (``attempts >=
+    max_attempts``), whatever the error. Otherwise the job is due again at ``now +``
+    :func:`jobqueue.failures.retry_delay_s`: the backoff's delay for its attempt count
+    (1, 2, 4, 8 s... with the default policy and no jitter), or a
+    :class:`~jobqueue.errors.RetryAfterError`'s wait.
+
+    Args:
+        job: the job as leased, ``attempts`` counting the attempt that failed.
+        error: what the attempt raised, or a message.
+        permanent: whether retrying cannot help.
+        now: the time of the failure, in seconds.
+        random: the queue's source of jitter, returning floats in ``[0, 1]``.
+
+    Raises:
+        InvalidSettingError: if ``error`` is neither an exception nor a str, or
+            ``random()`` returns a value outside ``[0, 1]``.
+
+    Introduced in lesson 03; Retry-After in lesson 14.
+    """
+    message = describe_failure(error)
+    if permanent or job.attempts >= job.max_attempts:
+        return Failed(outcome="dead", run_at=None, error=message)
+    return Failed(outcome="retry", run_at=now + retry_delay_s(job, error, random), error=message)
+
+
+def release(job: Job, *, now: float, delay_s: float) -> Job:
+    """The record of a leased ``job`` given back unrun: due at ``now + delay_s``, its attempt not counted.
+
+    Raises:
+        InvalidSettingError: if ``delay_s`` is not a finite number of seconds >= 0.
+
+    Introduced in lesson 11; ``delay_s`` in lesson 14.
+    """
+    run_at = now + check_delay_s(delay_s)
+    return replace(job, attempts=job.attempts - 1, run_at=run_at, leased_until=None, leased_at=None)
+
+
+def replay(job: Job, *, now: float) -> Job:
+    """The record of a dead ``job`` replayed at ``now``: due now, no attempt used, a fresh deadline.
+
+    Its priority is kept, and its ``last_error`` until the next failure, for the record.
+    Introduced in lesson 05; the fresh deadline in lesson 13.
+    """
+    return replace(
+        job,
+        attempts=0,
+        run_at=now,
+        leased_until=None,
+        leased_at=None,
+        expires_at=deadline(now, job.expires_after_s),
+    )
+
+
+def refusal(job: Job, now: float) -> str | None:
+    """Why a claim at ``now`` must dead-letter the due ``job`` instead of leasing it, or ``None``.
+
+    Two reasons: its final attempt's lease ran out (``attempts >= max_attempts``:
+    :func:`lease_lost_reason`), or it has waited past its deadline (:func:`expiry_reason`;
+    no attempt is used). Introduced in lesson 03; deadlines in lesson 13.
+    """
+    if job.attempts >= job.max_attempts:
+        return lease_lost_reason(job.attempts)
+    if is_expired(job, now):
+        return expiry_reason(job, now)
+    return None
+
+
+def lease_lost_reason(attempts: int) -> str:
+    """The ``last_error`` of a job whose final attempt (number ``attempts``) was never acked nor failed."""
+    return f"LeaseExpired: final attempt {attempts} was neither acked nor failed in time"
+
+
+def lease_lost_reason_sql() -> str:
+    """:func:`lease_lost_reason` as a SQL expression of the row's ``attempts`` (DuckDB and PostgreSQL)."""
+    return "'LeaseExpired: final attempt ' || attempts || ' was neither acked nor failed in time'"
+
+
+def is_expired(job: Job, now: float) -> bool:
+    """Whether ``job``, if waiting, is past its deadline at ``now`` (seconds): it must not run."""
+    return job.expires_at is not None and now > job.expires_at
+
+
+def expiry_reason(job: Job, now: float) -> str:
+    """The ``last_error`` of a job dead-lettered at ``now`` for waiting past its deadline.
+
+    How late it is, in whole seconds rounded up: ``"expired: still waiting 60 s past its
+    deadline"``.
+    """
+    assert job.expires_at is not None  # only a job with a deadline expires
+    return f"expired: still waiting {math.ceil(now - job.expires_at)} s past its deadline"
+
+
+def expiry_reason_sql(now: str) -> str:
+    """:func:`expiry_reason` as a SQL expression of the row's ``expires_at``, ``now`` the claim's time.
+
+    ``now`` is the placeholder of that time in the backend's own syntax (``$now``,
+    ``%(now)s``). DuckDB and PostgreSQL both read it.
+    """
+    return f"'expired: still waiting ' || CAST(ceil({now} - expires_at) AS BIGINT) || ' s past its deadline'"
+
+
+def is_permanent(error: BaseException) -> bool:
+    """Whether a handler's ``error`` rules out a retry: the job is dead-lettered at once.
+
+    True for :class:`~jobqueue.errors.PermanentJobError` (the handler said so),
+    :class:`~jobqueue.errors.PayloadError` (the stored payload does not validate) and
+    :class:`~jobqueue.errors.UnknownJobTypeError` (no handler). Introduced in lesson 04.
+    """
+    return isinstance(error, PermanentJobError | PayloadError | UnknownJobTypeError)
+
+
+def deferral_s(error: CircuitOpenError, now: float) -> float:
+    """Seconds a job waits, given back unrun, when its handler met an open circuit breaker.
+
+    Until the breaker's trial time (:meth:`~jobqueue.errors.CircuitOpenError.retry_after_s`).
+    Introduced in lesson 14.
+    """
+    return error.retry_after_s(now)

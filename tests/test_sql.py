@@ -1,0 +1,127 @@
+"""The SQL files of the two database backends: named blocks, the same names for the same operations.
+
+And their numbered migrations: DuckDB's here (PostgreSQL's step from 2 to 3 in
+tests/test_postgres.py).
+"""
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from jobqueue import DurableQueue, ManualClock, QueueSchemaError
+from jobqueue.backends import duckdb as duckdb_backend
+from jobqueue.backends import postgres as postgres_backend
+from jobqueue.backends import sql
+from jobqueue.testing.contract import PLAIN, Ping
+
+SHARED = {
+    "has_schema",
+    "schema_version",
+    "migration_2",
+    "migration_3",
+    "enqueue",
+    "enqueue_fresh",
+    "find",
+    "claim",
+    "ack",
+    "holder",
+    "retry",
+    "bury",
+    "bury_unreadable",
+    "extend",
+    "release",
+    "replay",
+    "discard",
+    "get",
+    "jobs",
+    "dead_letters",
+    "next_visible_at",
+    "count",
+    "metrics",
+    "count_outcomes",
+    "forget_outcomes",
+}
+
+
+def test_both_backends_name_every_operation_alike() -> None:
+    assert set(duckdb_backend.SQL) >= SHARED
+    assert set(postgres_backend.SQL) >= SHARED
+
+
+def test_blocks_are_statements_without_their_leading_comments_or_holes() -> None:
+    for statements in (duckdb_backend.SQL, postgres_backend.SQL):
+        for name, text in statements.items():
+            assert text and not text.startswith("--"), name
+            assert "{job_columns}" not in text and "{dead_columns}" not in text, name
+
+
+def test_an_unfilled_placeholder_is_refused_by_name() -> None:
+    with pytest.raises(KeyError, match="job_columns"):
+        sql.load("duckdb.sql", {})
+
+
+def test_migrations_run_in_order_from_the_version_a_database_is_at() -> None:
+    blocks = {"migration_10": "ten", "migration_2": "two", "migration_1": "one", "get": "g"}
+    assert sql.migrations(blocks, 0) == ["one", "two", "ten"]
+    assert sql.migrations(blocks, 2) == ["ten"]
+    assert sql.migrations(blocks, 10) == []
+    assert sql.latest_version(blocks) == 10
+    assert (duckdb_backend.SCHEMA_VERSION, postgres_backend.SCHEMA_VERSION) == (3, 3)
+
+
+def schema_version(path: Path) -> list[tuple[int]]:
+    with duckdb.connect(str(path)) as con:
+        return con.execute("SELECT version FROM jobqueue_schema").fetchall()
+
+
+def test_a_lesson_11_file_is_migrated_and_keeps_its_jobs(tmp_path: Path) -> None:
+    path = tmp_path / "old.duckdb"
+    with duckdb.connect(str(path)) as con:  # the tables as lesson 11 first wrote them
+        con.execute(duckdb_backend.SQL["migration_1"])
+        con.execute(
+            "INSERT INTO jobqueue_jobs (id, type, payload, attempts, max_attempts, base_s, cap_s, run_at,"
+            " visible_at, serial) VALUES ('old-1', 'send_receipt', '{}', 0, 5, 1.0, 60.0, 10.0, 10.0, 1)"
+        )
+    with DurableQueue(path, clock=ManualClock(20)) as queue:
+        [job] = queue.jobs()
+        assert (job.id, job.priority, job.expires_at, job.leased_at) == ("old-1", 0, None, None)
+        assert queue.claim() is not None
+    assert schema_version(path) == [(3,)]
+
+
+def test_a_file_from_before_versions_is_recorded_as_current(tmp_path: Path) -> None:
+    path = tmp_path / "unversioned.duckdb"
+    with DurableQueue(path, clock=ManualClock(0)) as queue:
+        queue.enqueue(PLAIN, Ping(number=1), id="kept", priority=2)
+    with duckdb.connect(str(path)) as con:  # as the file was before the tables had versions
+        con.execute("DROP TABLE jobqueue_schema")
+    with DurableQueue(path, clock=ManualClock(0)) as queue:
+        assert [(job.id, job.priority) for job in queue.jobs()] == [("kept", 2)]
+    assert schema_version(path) == [(3,)]
+
+
+def test_a_file_of_a_newer_version_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "newer.duckdb"
+    DurableQueue(path, clock=ManualClock(0)).close()
+    with duckdb.connect(str(path)) as con:
+        con.execute("UPDATE jobqueue_schema SET version = 99")
+    with pytest.raises(QueueSchemaError, match=r"newer.duckdb.*version 99.*reads version 3"):
+        DurableQueue(path, clock=ManualClock(0))
+
+
+def columns(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]:
+    return con.execute(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns"
+        " WHERE table_name LIKE 'jobqueue_%' ORDER BY table_name, ordinal_position"
+    ).fetchall()
+
+
+def test_a_new_file_gets_in_one_step_the_tables_the_migrations_make() -> None:
+    with duckdb.connect() as fresh, duckdb.connect() as stepped:
+        fresh.execute(duckdb_backend.SQL["schema"])
+        for step in sql.migrations(duckdb_backend.SQL, 0):
+            stepped.execute(step)
+        assert columns(fresh) == columns(stepped)
+        versions = [con.execute(duckdb_backend.SQL["schema_version"]).fetchall() for con in (fresh, stepped)]
+        assert versions == [[(duckdb_backend.SCHEMA_VERSION,)]] * 2
