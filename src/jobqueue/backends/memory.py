@@ -335,11 +335,12 @@ class JobQueue:
     def replay(self, job_id: str) -> Job:
         """Move a dead job back to waiting, due now, with a fresh budget of attempts.
 
-        The attempt count restarts at 0 (as SQS redrive and pg-boss do): a job is replayed
-        after its cause was fixed, so the attempts it used on the bug say nothing about
-        its chances now. A job with a deadline gets a fresh one, ``expires_after_s`` from
-        now (an expired job replayed on purpose is wanted now). Its priority is kept.
-        ``last_error`` is kept until the next failure, for the record.
+        The attempt count restarts at 0 (as after SQS's dead-letter redrive; pg-boss's retry
+        grants one attempt more instead): a job is replayed after its cause was fixed, so
+        the attempts it used on the bug say nothing about its chances now. A job with a
+        deadline gets a fresh one, ``expires_after_s`` from now (an expired job replayed on
+        purpose is wanted now). Its priority is kept. ``last_error`` is kept until the next
+        failure, for the record.
 
         Raises:
             DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.

@@ -14,7 +14,7 @@
    and returns the :func:`~jobqueue.testing.check_history` report.
 
 :func:`run_chaos_postgres` is the same experiment with several worker processes at once
-on one :class:`~jobqueue.postgres.PostgresQueue`, the producer in the calling process,
+on one :class:`~jobqueue.backends.postgres.PostgresQueue`, the producer in the calling process,
 and one seeded worker at a time killed and replaced. Its leases are longer
 (:data:`POSTGRES_VISIBILITY_TIMEOUT_S`): there workers run side by side, and a worker
 slowed down by a loaded machine must not lose its job to another, so that only the kills
@@ -222,7 +222,7 @@ def run_chaos_postgres(
 ) -> HistoryReport:
     """Run ``design`` with ``workers`` processes at once on one PostgreSQL queue, killing ``kills``.
 
-    The queue (:class:`~jobqueue.postgres.PostgresQueue`), the effects table and
+    The queue (:class:`~jobqueue.backends.postgres.PostgresQueue`), the effects table and
     ``processed_messages`` live in the database at ``url``; the histories in ``folder``.
     A producer thread of this process enqueues a job every :data:`PRODUCE_EVERY_S`
     seconds while, ``kills`` times, a seeded worker is killed with SIGKILL once its life
