@@ -60,6 +60,8 @@ def test_the_local_server_wants_its_superusers_password(pg_url: str) -> None:
     assert conninfo_to_dict(pg_url)["password"] == password
     mode = (postgres_server.course_folder() / ".postgres" / "password").stat().st_mode & 0o777
     assert mode == 0o600  # the course's own user reads it, and no one else
+    with psycopg.connect(pg_url) as con:  # random passwords: one hashing round, fast connections
+        assert con.execute("SHOW scram_iterations").fetchone() == ("1",)
     for guess in ("", "postgres", password[:-1]):
         with pytest.raises(psycopg.OperationalError, match=r"password authentication failed|no password"):
             psycopg.connect(make_conninfo(pg_url, password=guess)).close()
