@@ -153,7 +153,13 @@ SHARED_SCOPES = ("class", "module", "package")
 """Fixture scopes whose value the tests of a module share."""
 
 SHARED_FIXTURE_FILES = frozenset(
-    {"tests/test_browser.py", "tests/test_grading.py", "tests/test_widgets.py", "tests/test_workflow.py"}
+    {
+        "tests/test_browser.py",
+        "tests/test_browser_fit.py",
+        "tests/test_grading.py",
+        "tests/test_widgets.py",
+        "tests/test_workflow.py",
+    }
 )
 """Test files with a module- or class-scoped fixture: their tests run on one worker, so the
 fixture (a JupyterLab server, the grading run of a class) is made once. Collection fails,
@@ -217,6 +223,7 @@ SLOW_FIRST = (
     "tests/test_grading.py",
     "tests/test_queue_state_machine.py::TestDurableQueue",
     "tests/test_browser.py",
+    "tests/test_browser_fit.py",
     "tests/test_parallel.py",
     "tests/test_postgres_lifecycle.py::test_a_pytest_run",
     "tests/test_postgres_kill.py",

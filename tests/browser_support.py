@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Locator, Page, Playwright
+    from pytest import CaptureFixture
 
 CHROMIUM_ENV = "JOBQUEUE_CHROMIUM"  # override the browser path; a missing path makes the test skip
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
@@ -164,11 +165,13 @@ def _stop(proc: subprocess.Popen[bytes], server: LabServer) -> None:
 
 
 @contextmanager
-def lab_server(course: Path, workdir: Path, strip: Iterable[str] = ()) -> Iterator[LabServer]:
+def lab_server(
+    course: Path, workdir: Path, strip: Iterable[str] = (), options: Iterable[str] = ()
+) -> Iterator[LabServer]:
     """Copy the course into `workdir`, serve it with JupyterLab from this venv, stop it on exit.
 
     The notebooks named in `strip` (paths relative to the course) lose their stored outputs
-    in the copy, before the server starts.
+    in the copy, before the server starts. `options` are added to JupyterLab's command line.
     """
     root = workdir / "course"
     for name in COURSE_DIRS:
@@ -202,6 +205,7 @@ def lab_server(course: Path, workdir: Path, strip: Iterable[str] = ()) -> Iterat
         "--ServerApp.allow_root=True",
         f"--LabApp.user_settings_dir={settings}",
         f"--LabApp.workspaces_dir={workdir / 'workspaces'}",
+        *options,
     ]
     with server.log.open("wb") as log:
         proc = subprocess.Popen(
@@ -220,6 +224,41 @@ def lab_server(course: Path, workdir: Path, strip: Iterable[str] = ()) -> Iterat
         yield server
     finally:
         _stop(proc, server)
+
+
+# --- reporting ----------------------------------------------------------------------------
+
+SHOTS = Path(__file__).resolve().parent.parent / "screenshots"
+
+
+def screenshot(page: Page, name: str) -> Path:
+    """Save a picture of the page as screenshots/<name>.png (git-ignored); its path."""
+    SHOTS.mkdir(exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
+
+
+def announce(capsys: CaptureFixture[str], message: str) -> None:
+    """Print past pytest's output capture, so screenshot paths show without -s."""
+    with capsys.disabled():
+        print(f"\n  {message}")
+
+
+@contextmanager
+def screenshot_on_failure(page: Page, name: str) -> Iterator[None]:
+    """Save a screenshot if the block fails; a Playwright timeout is reported as a hang guard."""
+    from playwright.sync_api import TimeoutError as StepTimeout
+
+    try:
+        yield
+    except Exception as error:
+        print(f"screenshot of the failure: {screenshot(page, f'{name}_FAILED')}")
+        if isinstance(error, StepTimeout):  # STEP_MS is a hang guard: say so
+            raise AssertionError(
+                f"hang guard: a browser step took over {STEP_MS / 1000:g} s: {error}"
+            ) from error
+        raise
 
 
 # --- notebook actions in the page ----------------------------------------------------------
@@ -266,8 +305,8 @@ def choose_menu(page: Page, menu: str, command: str) -> None:
     page.locator(f'.lm-Menu-item[data-command="{command}"]').click()
 
 
-def open_notebook(page: Page, server: LabServer, relpath: str) -> None:
-    """Open `relpath` in JupyterLab and wait until its kernel is idle.
+def open_notebook(page: Page, server: LabServer, relpath: str, *, kernel: bool = True) -> None:
+    """Open `relpath` in JupyterLab and wait until its kernel is idle (``kernel=False``: its cells).
 
     The first notebook loads JupyterLab at the notebook's address; later ones open in the
     same JupyterLab through File > Open from Path (no second page load). JupyterLab
@@ -285,6 +324,8 @@ def open_notebook(page: Page, server: LabServer, relpath: str) -> None:
         page.goto(server.notebook_url(relpath), timeout=STEP_MS)
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current", has_text=name).wait_for()
     current_notebook(page).locator(".jp-Cell").first.wait_for()
+    if not kernel:  # a server started with notebook_starts_kernel=False starts none
+        return
     select_kernel = page.locator(".jp-Dialog", has_text="Select Kernel")
     kernel_idle(page, name).or_(select_kernel).first.wait_for()
     if select_kernel.count():

@@ -2,8 +2,8 @@
 
 Runs lesson 02 (the backoff picture appears; the explorer's summary follows its controls)
 and takes the lesson 16 quiz to a verdict (an empty Submit first asks for answers, every
-answer box fits its question, Tab indents in a code box), and opens every lesson to check
-that no cell scrolls sideways, on a throwaway copy of the course. Screenshots
+answer box fits its question, Tab indents in a code box), on a throwaway copy of the
+course (test_browser_fit.py checks that no lesson scrolls sideways). Screenshots
 land in screenshots/ (git-ignored). Needs /usr/bin/chromium (or $JOBQUEUE_CHROMIUM) and
 the `playwright` package; without either the tests skip and say which piece is missing.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +20,7 @@ import pytest
 from browser_support import (
     STEP_MS,
     LabServer,
+    announce,
     answer_quiz_questions,
     change_dropdown,
     choose_menu,
@@ -31,6 +31,8 @@ from browser_support import (
     nudge_slider,
     open_notebook,
     run_all_cells,
+    screenshot,
+    screenshot_on_failure,
     strip_outputs,
     wait_text_changes,
     widget_text,
@@ -43,7 +45,6 @@ if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
 
 ROOT = Path(__file__).resolve().parent.parent
-SHOTS = ROOT / "screenshots"
 LESSON_02 = "lessons/02_backoff.ipynb"
 QUIZ_LESSON = "lessons/16_test_yourself.ipynb"
 VERDICT = re.compile(r"\b(PASS|FAIL)\b\D*\d+\s*(of|/)\s*\d+")
@@ -86,34 +87,6 @@ needs_quiz = pytest.mark.skipif(
     not shows_marker(QUIZ_LESSON, "quiz-verdict"),
     reason=f'{QUIZ_LESSON} does not exist yet or shows no quiz (no "quiz-verdict" widget)',
 )
-
-
-def screenshot(page: Page, name: str) -> Path:
-    SHOTS.mkdir(exist_ok=True)
-    path = SHOTS / f"{name}.png"
-    page.screenshot(path=str(path))
-    return path
-
-
-def announce(capsys: pytest.CaptureFixture[str], message: str) -> None:
-    """Print past pytest's output capture, so screenshot paths show without -s."""
-    with capsys.disabled():
-        print(f"\n  {message}")
-
-
-@contextmanager
-def screenshot_on_failure(page: Page, name: str) -> Iterator[None]:
-    from playwright.sync_api import TimeoutError as StepTimeout
-
-    try:
-        yield
-    except Exception as error:
-        print(f"screenshot of the failure: {screenshot(page, f'{name}_FAILED')}")
-        if isinstance(error, StepTimeout):  # STEP_MS is a hang guard: say so
-            raise AssertionError(
-                f"hang guard: a browser step took over {STEP_MS / 1000:g} s: {error}"
-            ) from error
-        raise
 
 
 @pytest.fixture(scope="module")
@@ -344,49 +317,3 @@ def test_exercise_with_a_wrong_answer_shows_every_verdict_and_the_summary(
         page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.lm-mod-current.jp-mod-dirty')")
         saved = json.loads(target.read_text(encoding="utf-8"))
         assert saved["metadata"] == {"kernelspec": KERNELSPEC, "language_info": LANGUAGE_INFO}
-
-
-LESSONS = sorted(f"lessons/{path.name}" for path in (ROOT / "lessons").glob("*.ipynb"))
-# Cells (counted from 0, markdown and code) known to scroll sideways, allowed until fixed.
-# Issue 22: lesson 12's code cells 15 and 17 (prompts [8] and [9]) hold lines of 133
-# characters, and cell 9 (prompt [5]) one of 123, 5 px too wide; lesson 12's code cells are
-# being edited in another change, so they are not edited here.
-KNOWN_WIDE = {"lessons/12_postgres.ipynb": {9, 15, 17}}
-
-# Every element of each cell that could scroll sideways (code, outputs, prose), as
-# [cell index, what, scroll width, client width] where it is wider than its box.
-_WIDE_CELLS_JS = """
-panel => {
-  const parts = '.cm-scroller, .jp-OutputArea-output, .jp-OutputArea-output *, '
-              + '.jp-RenderedMarkdown, .jp-RenderedMarkdown *';
-  const scrolls = el => el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'visible';
-  return [...panel.querySelectorAll('.jp-Cell')].flatMap((cell, index) => {
-    const right = cell.getBoundingClientRect().right + 1;
-    return [...cell.querySelectorAll(parts)]
-      .filter(el => scrolls(el) || el.getBoundingClientRect().right > right)
-      .map(el => [index, el.classList[0] ?? el.tagName, el.scrollWidth, el.clientWidth]);
-  });
-}
-"""
-
-
-@pytest.mark.parametrize("relpath", LESSONS)
-def test_lesson_fits_the_page(
-    page: Page, lab: LabServer, relpath: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """No cell of any lesson scrolls sideways: code, outputs and prose fit the page's width."""
-    with screenshot_on_failure(page, f"{Path(relpath).stem}_width"):
-        open_notebook(page, lab, relpath)
-        notebook = current_notebook(page)
-        notebook.locator(".jp-Cell").last.wait_for()
-        wide = notebook.evaluate(_WIDE_CELLS_JS)
-        known = KNOWN_WIDE.get(relpath, set())
-        too_wide = [w for w in wide if w[0] not in known]
-        assert not too_wide, f"cells wider than the page ([cell, element, scroll, client]): {too_wide}"
-        assert known <= {w[0] for w in wide}, (
-            f"a known wide cell of {relpath} fits now: drop it from KNOWN_WIDE"
-        )
-        announce(
-            capsys,
-            f"{relpath}: every cell fits the page" + (f" but the known {sorted(known)}" if known else ""),
-        )
