@@ -88,6 +88,21 @@ def launch_chromium(playwright: Playwright) -> Browser:
     return playwright.chromium.launch(executable_path=str(chromium_path()), args=CHROMIUM_ARGS)
 
 
+@contextmanager
+def browser_page() -> Iterator[Page]:
+    """A page of headless Chromium, 1400 x 1000, each step under the STEP_MS hang guard."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = launch_chromium(playwright)
+        try:
+            context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+            context.set_default_timeout(STEP_MS)
+            yield context.new_page()
+        finally:
+            chromium.close()
+
+
 def strip_outputs(notebook: Path) -> None:
     """Remove stored outputs and execution counts, so whatever shows up later came from a run."""
     data = json.loads(notebook.read_text(encoding="utf-8"))

@@ -18,15 +18,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 from browser_support import (
-    STEP_MS,
     LabServer,
     announce,
     answer_quiz_questions,
+    browser_page,
     change_dropdown,
     choose_menu,
     current_notebook,
     lab_server,
-    launch_chromium,
     missing_piece,
     nudge_slider,
     open_notebook,
@@ -103,16 +102,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
 @pytest.fixture(scope="module")
 def page(lab: LabServer) -> Iterator[Page]:
     """One browser page for the module: JupyterLab loads once, notebooks open in its tabs."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = launch_chromium(playwright)
-        try:
-            context = chromium.new_context(viewport={"width": 1400, "height": 1000})
-            context.set_default_timeout(STEP_MS)
-            yield context.new_page()
-        finally:
-            chromium.close()
+    with browser_page() as page:
+        yield page
 
 
 @pytest.fixture(scope="module")
