@@ -351,6 +351,47 @@ async def _notify_wakes_a_waiting_worker(queue: PostgresQueue, pg_conninfo: str)
     assert await within_hang_guard(waiting, "the wake-up") is True  # woken, long before its hour
 
 
+def test_waiting_for_work_on_a_closed_queue_is_refused(pg_conninfo: str) -> None:
+    queue = PostgresQueue(pg_conninfo)
+    queue.close()
+    with pytest.raises(QueueUnavailableError, match="closed"):
+        asyncio.run(queue.wait_for_work(0.01))
+
+
+def test_a_wait_cancelled_before_it_listens_keeps_no_silent_listener(
+    queue: PostgresQueue, pg_conninfo: str
+) -> None:
+    """The Runner cancels waits routinely: one cancelled while LISTEN runs must not leave a
+    connection that never listens (every later wait would sleep through each NOTIFY)."""
+
+    async def scenario() -> None:
+        started = asyncio.Event()
+        execute = psycopg.AsyncConnection.execute
+
+        async def slow_execute(self: psycopg.AsyncConnection[Any], query: Any, *args: Any, **kw: Any) -> Any:
+            if str(query).startswith("LISTEN"):
+                started.set()
+                await asyncio.sleep(3600)  # cancelled here, before LISTEN reached the server
+            return await execute(self, query, *args, **kw)
+
+        psycopg.AsyncConnection.execute = slow_execute  # type: ignore[method-assign]
+        try:
+            first = asyncio.create_task(queue.wait_for_work(3600))
+            await within_hang_guard(started.wait(), "the LISTEN to start")
+            first.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await first
+        finally:
+            psycopg.AsyncConnection.execute = execute  # type: ignore[method-assign]
+        assert await queue.wait_for_work(0.05) is True  # it listens now: look again
+        waiting = asyncio.create_task(queue.wait_for_work(3600))
+        with PostgresQueue(pg_conninfo) as producer:
+            producer.enqueue(RENDER_INVOICE, invoice(1))
+        assert await within_hang_guard(waiting, "the wake-up") is True
+
+    asyncio.run(scenario())
+
+
 def test_an_enqueue_notifies_once_it_is_committed_and_never_if_rolled_back(
     queue: PostgresQueue, pg_conninfo: str
 ) -> None:

@@ -45,7 +45,7 @@ import pydantic
 from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, NamesServer, Queue
 from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.clock import SystemClock
-from jobqueue.errors import QueueFileError, QueueFileLockedError, QueueSchemaError, QueueUnavailableError
+from jobqueue.errors import InvalidSettingError, QueueFileLockedError, StorageError
 from jobqueue.job import check_count, check_positive_seconds
 from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
 from jobqueue.runner import DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.error("replay takes either dead-letter ids or --all")
     try:
         status: int = args.run(args)
-    except (QueueFileError, QueueUnavailableError, QueueSchemaError) as exc:
+    except (StorageError, InvalidSettingError) as exc:  # their messages never hold a password
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return status
@@ -94,9 +94,14 @@ def is_url(target: str) -> bool:
 
 
 def open_queue(
-    target: str, *, visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S
+    target: str,
+    *,
+    visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
+    transaction_pooler: bool = False,
 ) -> DurableQueue | PostgresQueue:
     """The queue ``target`` names: a :class:`PostgresQueue` for a URL, else a :class:`DurableQueue`.
+
+    ``transaction_pooler`` is passed to :class:`PostgresQueue` (a DuckDB file ignores it).
 
     Raises:
         QueueUnavailableError: if the PostgreSQL server cannot be reached.
@@ -105,7 +110,12 @@ def open_queue(
     if is_url(target):
         from jobqueue.backends.postgres import PostgresQueue
 
-        return PostgresQueue(target, clock=SystemClock(), visibility_timeout_s=visibility_timeout_s)
+        return PostgresQueue(
+            target,
+            clock=SystemClock(),
+            visibility_timeout_s=visibility_timeout_s,
+            transaction_pooler=transaction_pooler,
+        )
     return DurableQueue(target, clock=SystemClock(), visibility_timeout_s=visibility_timeout_s)
 
 
@@ -161,7 +171,9 @@ def load_handlers(spec: str) -> Register:
 def _worker(args: argparse.Namespace) -> int:
     if not is_url(args.file) and not Path(args.file).exists():
         _log(f"creating queue file {args.file}")
-    with open_queue(args.file, visibility_timeout_s=args.visibility_timeout) as queue:
+    with open_queue(
+        args.file, visibility_timeout_s=args.visibility_timeout, transaction_pooler=args.transaction_pooler
+    ) as queue:
         worker = Worker(queue, on_event=_log, heartbeat_s=args.heartbeat, timeout_s=args.timeout)
         args.handlers(worker)
         runner = Runner(
@@ -220,7 +232,7 @@ async def _report_stats(queue: DurableQueue, every_s: float) -> None:
 
 def _stats(args: argparse.Namespace) -> int:
     try:
-        with open_queue(args.file) as queue:
+        with open_queue(args.file, transaction_pooler=args.transaction_pooler) as queue:
             print(queue.metrics(args.window))
         return 0
     except QueueFileLockedError:
@@ -235,7 +247,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _dead(args: argparse.Namespace) -> int:
-    with open_queue(args.file) as queue:
+    with open_queue(args.file, transaction_pooler=args.transaction_pooler) as queue:
         letters = queue.dead_letters()
     if not letters:
         print("no dead letters")
@@ -251,7 +263,7 @@ def _dead(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    with open_queue(args.file) as queue:
+    with open_queue(args.file, transaction_pooler=args.transaction_pooler) as queue:
         dead = [letter.job.id for letter in queue.dead_letters()]
         ids = dead if args.all else list(dict.fromkeys(args.ids))
         unknown = [job_id for job_id in ids if job_id not in dead]
@@ -288,8 +300,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="jobqueue",
         description="Work a durable job queue: a DuckDB file (one process at a time may open it) or a"
         " PostgreSQL database, given as a URL (any number of processes).",
-        epilog="Exit status: 0 success, 1 queue file unusable, server unreachable or unknown dead-letter id,"
-        " 2 usage error.",
+        epilog="Exit status: 0 success, 1 queue file unusable, server unreachable, a setting the server"
+        " refuses or unknown dead-letter id, 2 usage error.",
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
@@ -298,6 +310,12 @@ def _parser() -> argparse.ArgumentParser:
             name, help=help, description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
         )
         sub.add_argument("file", metavar="FILE", help="the queue's DuckDB file, or a postgresql:// URL")
+        sub.add_argument(
+            "--transaction-pooler",
+            action="store_true",
+            help="the URL leads to a pooler in transaction mode (PgBouncer, RDS Proxy, Supavisor):"
+            " keep no session state, poll instead of LISTEN",
+        )
         sub.set_defaults(run=run, command=sub)
         return sub
 

@@ -146,6 +146,16 @@ class PostgresQueue:
         visibility_timeout_s: how long a claim hides a job, in seconds (> 0).
         retry: retry policy of job types that do not bring their own.
         random: source of jitter for retry delays, returning floats in ``[0, 1]``.
+        transaction_pooler: ``True`` when ``conninfo`` leads to a pooler in transaction
+            mode (PgBouncer's ``pool_mode = transaction``, RDS Proxy, Supavisor), which
+            hands the server connection to another client after each transaction. The
+            queue then keeps no session state there: no prepared statements, no ``SET``
+            (its statements are planned at each run, about 0.5 ms more per call), and no
+            ``LISTEN`` (:meth:`wait_for_work` only waits out its timeout, so a
+            :class:`~jobqueue.runner.Runner` finds new jobs by polling every ``poll_s``).
+            In the default mode (``False``: a direct connection, or a pooler in session
+            mode) a transaction pooler is detected at the first clash of prepared
+            statements and refused with an :class:`InvalidSettingError` naming this flag.
 
     Raises:
         QueueUnavailableError: if the server cannot be reached (the message names it).
@@ -169,7 +179,9 @@ class PostgresQueue:
         visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         random: RandomFn = _random.random,
+        transaction_pooler: bool = False,
     ) -> None:
+        self.transaction_pooler = transaction_pooler
         self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.retry = check_retry(retry)
@@ -300,7 +312,7 @@ class PostgresQueue:
             while rows:  # more than once only when a fresh id was taken meanwhile
                 rows = self._insert(con, job_type, [(i, wanted[i], data[i]) for i in rows], results, chosen)
             if con is self._con and any(entry.added for entry in results.values()):
-                con.execute(SQL["notify"], prepare=True)  # after the commit (see postgres.sql)
+                con.execute(SQL["notify"], prepare=self._prepare(con))  # after the commit (see postgres.sql)
         for index, job_id in enumerate(wanted):
             if index not in results:  # a repeated id: the first copy's record, not added by it
                 assert job_id is not None
@@ -350,7 +362,7 @@ class PostgresQueue:
                 rows = con.execute(
                     SQL["claim"],
                     {"now": now, "until": now + self.visibility_timeout_s, "limit": limit - len(leases)},
-                    prepare=True,  # the queue's own connection (see _prepare)
+                    prepare=self._prepare(con),
                     binary=True,  # numbers as they are stored, not as decimal text to parse
                 ).fetchall()
                 buried = rows[0][0]
@@ -467,14 +479,24 @@ class PostgresQueue:
         Raises:
             QueueUnavailableError: if the server cannot be reached.
         """
+        self._check_open()
+        if self.transaction_pooler:  # LISTEN would not stay on a pooled connection
+            await asyncio.sleep(timeout_s)
+            return False
         loop = asyncio.get_running_loop()
         try:
             if self._listener is None or self._listener.closed or self._listener_loop is not loop:
                 if self._listener is not None:
                     self._listener.pgconn.finish()
-                self._listener = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
-                self._listener_loop = loop
-                await self._listener.execute(f"LISTEN {CHANNEL}")
+                    self._listener = None
+                listener = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+                try:
+                    await listener.execute(f"LISTEN {CHANNEL}")
+                except BaseException:  # cancelled (the Runner does so routinely) or failed
+                    listener.pgconn.finish()
+                    raise
+                # kept only once it listens: a connection cancelled before would never wake anyone
+                self._listener, self._listener_loop = listener, loop
                 return True  # the caller's last look came before the LISTEN: look again
             async with aclosing(self._listener.notifies(timeout=timeout_s, stop_after=1)) as notes:
                 async for _ in notes:
@@ -599,21 +621,34 @@ class PostgresQueue:
             yield conn
             return
         with self._lock:
-            if self._closed:
-                raise QueueUnavailableError(f"the queue on {self.server} is closed")
+            self._check_open()
             if self._con is None or self._con.closed:
                 try:
-                    self._con = psycopg.connect(self._conninfo, autocommit=True)
-                    self._con.execute(SQL["generic_plans"].encode())  # two statements, no parameters
+                    if self.transaction_pooler:  # no session state: see __init__
+                        self._con = psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=None)
+                    else:
+                        self._con = psycopg.connect(self._conninfo, autocommit=True)
+                        self._con.execute(SQL["generic_plans"].encode())  # two statements, no parameters
                 except psycopg.OperationalError as exc:
                     raise self._unavailable(exc) from exc
             try:
                 yield self._con
+            except (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName) as exc:
+                raise InvalidSettingError(
+                    f"{self.server} lost this queue's prepared statements ({exc.sqlstate}): it looks"
+                    " like a pooler in transaction mode; open the queue with transaction_pooler=True"
+                    " (jobqueue's CLI: --transaction-pooler)"
+                ) from exc
             except psycopg.OperationalError as exc:
                 if not (self._con.broken or self._con.closed):
                     raise  # the server answered (a cancelled query, say): not a lost connection
                 self._con.close()
                 raise self._unavailable(exc) from exc
+
+    def _check_open(self) -> None:
+        """Raise :class:`QueueUnavailableError` if the queue was closed."""
+        if self._closed:
+            raise QueueUnavailableError(f"the queue on {self.server} is closed")
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
@@ -682,7 +717,7 @@ class PostgresQueue:
             found = con.execute(
                 SQL["enqueue_fresh"],
                 new_job_values(job_type, policy, now, priority) | {"payloads": payloads},
-                prepare=True,
+                prepare=self._prepare(con),
             ).fetchall()
         except psycopg.errors.UniqueViolation:
             return list(range(len(payloads)))
@@ -738,8 +773,10 @@ class PostgresQueue:
         a few batches never gets there. That connection also plans each prepared statement
         once (``generic_plans`` in ``postgres.sql``). On a caller's connection (``conn=``),
         psycopg's setting decides (it may be off, for a pooler that cannot keep prepared
-        statements).
+        statements). Behind a transaction pooler (``transaction_pooler``), never.
         """
+        if self.transaction_pooler:
+            return False
         return True if con is self._con else None
 
     def _store_outcomes(self, columns: dict[str, list[int]], before: int) -> None:
