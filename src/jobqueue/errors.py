@@ -242,16 +242,20 @@ def describe_error(error: BaseException) -> str:
 def describe_failure(error: BaseException | str) -> str:
     """What ``fail(lease, error)`` stores: a message as it is, an exception as ``"ErrorClass: message"``.
 
-    Every queue's ``fail`` calls it before changing anything.
+    Every queue's ``fail`` calls it before changing anything. A NUL character, which
+    PostgreSQL's text cannot hold, is stored as U+FFFD (the replacement character): a
+    handler's odd message fails its job like any other instead of failing the ``fail``.
 
     Raises:
         InvalidSettingError: naming the value, if ``error`` is neither (``None``, say).
     """
     if isinstance(error, str):
-        return error
-    if isinstance(error, BaseException):
-        return describe_error(error)
-    raise InvalidSettingError(f"fail() needs the exception or a message, got {error!r}")
+        message = error
+    elif isinstance(error, BaseException):
+        message = describe_error(error)
+    else:
+        raise InvalidSettingError(f"fail() needs the exception or a message, got {error!r}")
+    return message.replace("\x00", "\ufffd")
 
 
 class QueueUnavailableError(StorageError):

@@ -39,6 +39,15 @@ A higher priority is claimed first among due jobs; 0 is the default. Every backe
 it in a 32-bit integer column; a bound this narrow also keeps priorities few and readable.
 """
 
+MAX_NAME_LENGTH = 255
+"""Longest job id or job type name, in characters.
+
+Ids are keys: PostgreSQL cannot index a text value over about 2,700 bytes, and a queue that
+took a longer id would refuse it only at the insert, with a database's error. 255 characters
+(at most 1,020 bytes in UTF-8) leave room for ids built from other keys (``outbox-<id>``,
+``type@2026-12-02T10:05Z``); SQS allows 128 for its deduplication ids.
+"""
+
 
 @dataclass(frozen=True, kw_only=True)
 class RetryPolicy:
@@ -92,7 +101,8 @@ class JobType(Generic[P]):
             waiting. Like Celery's ``expires``, which revokes a task not started in time.
 
     Raises:
-        InvalidSettingError: if ``name`` is not a non-empty str, ``payload_type`` is not
+        InvalidSettingError: if ``name`` is not a non-empty str (at most
+            :data:`MAX_NAME_LENGTH` characters, no NUL), ``payload_type`` is not
             a class, ``retry`` is not a :class:`RetryPolicy`, ``timeout_s`` or
             ``expires_after_s`` is not a finite number of seconds > 0, or ``priority`` is
             not an int within the bounds (naming the bad value).
@@ -111,8 +121,7 @@ class JobType(Generic[P]):
         priority: int = 0,
         expires_after_s: float | None = None,
     ) -> None:
-        if not isinstance(name, str) or not name:
-            raise InvalidSettingError(f"a job type needs a non-empty str name, got {name!r}")
+        check_name(name, "job type's name")
         if not isinstance(payload_type, type):
             raise InvalidSettingError(f"payload_type must be a class, got {payload_type!r}")
         if retry is not None:
@@ -391,16 +400,33 @@ def deadline(now: float, expires_after_s: float | None) -> float | None:
 
 
 def check_job_id(value: object, name: str = "id") -> str:
-    """Return ``value`` if it is a non-empty str, as every job id must be.
+    """Return ``value`` if it can be a job id (see :func:`check_name`).
 
-    Both queues call it for every id they are given (and for every id ``new_id`` makes),
-    so an int, bytes or empty id is refused before anything is stored.
+    Every queue calls it for every id it is given (and for every id ``new_id`` makes), so
+    an int, bytes, empty, overlong or NUL-holding id is refused before anything is sent or
+    stored, in every backend alike (PostgreSQL's text cannot hold a NUL at all; with
+    ``conn=`` its error would abort the caller's transaction).
 
     Raises:
-        InvalidSettingError: naming ``name`` and the bad value.
+        InvalidSettingError: naming ``name`` and the bad value (shortened when long).
+    """
+    return check_name(value, f"job {name}")
+
+
+def check_name(value: object, what: str) -> str:
+    """Return ``value`` if it is a non-empty str of at most :data:`MAX_NAME_LENGTH` characters, no NUL.
+
+    Raises:
+        InvalidSettingError: naming ``what`` and the bad value, if it is not.
     """
     if not isinstance(value, str) or not value:
-        raise InvalidSettingError(f"a job {name} must be a non-empty str, got {value!r}")
+        raise InvalidSettingError(f"a {what} must be a non-empty str, got {value!r}")
+    if len(value) > MAX_NAME_LENGTH:
+        raise InvalidSettingError(
+            f"a {what} must be at most {MAX_NAME_LENGTH} characters, got {len(value)}: {value[:40]!r}..."
+        )
+    if "\x00" in value:
+        raise InvalidSettingError(f"a {what} cannot hold a NUL character, got {value!r}")
     return value
 
 

@@ -558,7 +558,7 @@ class DurableQueue:
 
         A row that cannot be read is dead-lettered (:class:`~jobqueue.errors.CorruptJobError`).
         """
-        jobs = self._select_jobs(SQL["get"], {"id": job_id})
+        jobs = self._select_jobs(SQL["get"], {"id": check_job_id(job_id)})
         return jobs[0] if jobs else None
 
     def jobs(self) -> list[Job]:

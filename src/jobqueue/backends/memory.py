@@ -343,11 +343,12 @@ class JobQueue:
         failure, for the record.
 
         Raises:
+            InvalidSettingError: if ``job_id`` cannot be an id (see :func:`check_job_id`).
             DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
 
         Introduced in lesson 05.
         """
-        if job_id not in self._dead:
+        if check_job_id(job_id) not in self._dead:
             raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
         job = rules.replay(self._dead.pop(job_id).job, now=self.clock.now())
         self._store(job)
@@ -359,19 +360,24 @@ class JobQueue:
         Its id is free again afterwards: a corrected job may be enqueued under it.
 
         Raises:
+            InvalidSettingError: if ``job_id`` cannot be an id (see :func:`check_job_id`).
             DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
 
         Introduced in lesson 05.
         """
-        if job_id not in self._dead:
+        if check_job_id(job_id) not in self._dead:
             raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
         return self._dead.pop(job_id)
 
     # -- looking inside ------------------------------------------------------------
 
     def get(self, job_id: str) -> Job | None:
-        """The record of a waiting or leased job, or ``None`` (done, dead or never seen)."""
-        return self._jobs.get(job_id)
+        """The record of a waiting or leased job, or ``None`` (done, dead or never seen).
+
+        Raises:
+            InvalidSettingError: if ``job_id`` cannot be an id (see :func:`check_job_id`).
+        """
+        return self._jobs.get(check_job_id(job_id))
 
     def jobs(self) -> list[Job]:
         """Records of every waiting or leased job, in the order they become claimable."""

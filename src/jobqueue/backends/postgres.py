@@ -550,7 +550,7 @@ class PostgresQueue:
     def get(self, job_id: str) -> Job | None:
         """The record of a waiting or leased job, or ``None`` (done, dead or never seen)."""
         with self._connection() as con:
-            rows = con.execute(SQL["get"], {"id": job_id}).fetchall()
+            rows = con.execute(SQL["get"], {"id": check_job_id(job_id)}).fetchall()
         return _job(rows[0]) if rows else None
 
     def jobs(self) -> list[Job]:
