@@ -392,9 +392,7 @@ def test_a_wait_cancelled_before_it_listens_keeps_no_silent_listener(
     asyncio.run(scenario())
 
 
-def test_an_enqueue_notifies_once_it_is_committed_and_never_if_rolled_back(
-    queue: PostgresQueue, pg_conninfo: str
-) -> None:
+def test_notifications_come_from_the_queues_own_commits_only(queue: PostgresQueue, pg_conninfo: str) -> None:
     def heard(listener: psycopg.Connection[Any], expected: int) -> int:
         """The notifications that come: ``expected`` of them waited for, then any more within 0.3 s.
 
@@ -413,14 +411,23 @@ def test_an_enqueue_notifies_once_it_is_committed_and_never_if_rolled_back(
         queue.enqueue(RENDER_INVOICE, invoice(1))  # the queue's own connection
         assert heard(listener, 1) == 1
         queue.enqueue(RENDER_INVOICE, invoice(1), id="invoice-1", conn=shop)  # the caller's transaction
-        assert heard(listener, 0) == 0  # not yet committed
         shop.commit()
+        assert heard(listener, 0) == 0  # none from the caller's transaction, even once committed
+        queue.notify_workers()  # the caller asks for one after its commit
         assert heard(listener, 1) == 1
         queue.enqueue(RENDER_INVOICE, invoice(2), id="invoice-2", conn=shop)
         shop.rollback()
         assert heard(listener, 0) == 0
         queue.enqueue(RENDER_INVOICE, invoice(1), id="invoice-1")  # held already: nothing added
         assert heard(listener, 0) == 0
+        lease = queue.claim()
+        assert lease is not None
+        queue.release(lease, delay_s=30)  # a deferral: nobody could take it yet
+        assert heard(listener, 0) == 0
+        lease = queue.claim()
+        assert lease is not None
+        queue.release(lease)  # due now: a worker may take it
+        assert heard(listener, 1) == 1
 
 
 def test_a_runner_starts_a_new_job_at_the_notify_not_at_its_next_poll(pg_conninfo: str) -> None:

@@ -270,7 +270,19 @@ class QueueUnavailableError(StorageError):
 
 
 class QueueSchemaError(StorageError):
-    """A database holds ``jobqueue_`` tables of a schema version this jobqueue cannot read.
+    """A database holds ``jobqueue_`` tables this jobqueue cannot use.
 
-    The message names the server and both versions. Introduced in lesson 12.
+    Of a schema version it cannot read (the message names the server and both versions),
+    or tables it did not create, or a version record whose tables are gone. Nothing is
+    changed in them. Introduced in lesson 12.
+    """
+
+
+class QueuePrivilegeError(StorageError):
+    """The database refused the queue's role a privilege it needs (PostgreSQL's ``42501``).
+
+    The message names the server and what was refused (``permission denied for table
+    jobqueue_jobs``), and what the role needs: to create the tables on first use, then
+    SELECT, INSERT, UPDATE and DELETE on the ``jobqueue_`` tables and USAGE on their
+    sequences. Nothing was changed by the call that raised it. Introduced in lesson 12.
     """

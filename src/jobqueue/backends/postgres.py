@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import random as _random
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import aclosing, contextmanager, suppress
@@ -50,6 +51,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import tuple_row
 
 from jobqueue.backends import rules, sql
 from jobqueue.backends.contract import (
@@ -76,6 +78,7 @@ from jobqueue.errors import (
     CorruptJobError,
     DeadLetterNotFoundError,
     InvalidSettingError,
+    QueuePrivilegeError,
     QueueSchemaError,
     QueueUnavailableError,
 )
@@ -244,7 +247,13 @@ class PostgresQueue:
                 nothing and that job's record is returned.
             conn: your own psycopg connection: the job is written in its current
                 transaction and becomes visible when you commit (gone if you roll back).
-                Without it the queue commits the job at once.
+                Without it the queue commits the job at once. Its row factory does not
+                matter (``dict_row`` is fine). No wake-up is sent from your transaction:
+                a ``NOTIFY`` there would make its commit take PostgreSQL's one lock for
+                all notifying commits of the server (held until the commit is on disk),
+                and a full notification queue would fail your commit. Idle workers find
+                the job at their next poll (a Runner's ``poll_s``); to start it at once,
+                call :meth:`notify_workers` after your commit.
             priority: this job's priority, in place of the type's (``None``).
 
         Raises:
@@ -312,12 +321,27 @@ class PostgresQueue:
             while rows:  # more than once only when a fresh id was taken meanwhile
                 rows = self._insert(con, job_type, [(i, wanted[i], data[i]) for i in rows], results, chosen)
             if con is self._con and any(entry.added for entry in results.values()):
-                con.execute(SQL["notify"], prepare=self._prepare(con))  # after the commit (see postgres.sql)
+                self._notify(con)  # after the commit (see postgres.sql)
         for index, job_id in enumerate(wanted):
             if index not in results:  # a repeated id: the first copy's record, not added by it
                 assert job_id is not None
                 results[index] = Enqueued(job=results[first[job_id]].job, added=False)
         return [results[index] for index in range(len(wanted))]
+
+    def notify_workers(self) -> None:
+        """Wake idle workers now: a ``NOTIFY`` in a transaction of its own.
+
+        For jobs enqueued with ``conn=``: call it after your commit, and workers waiting in
+        :meth:`wait_for_work` look at once instead of at their next poll. A hint only: a
+        call before the commit wakes them to find nothing. Behind a transaction pooler
+        nobody listens, and it does nothing.
+        """
+        with self._connection() as con:
+            self._notify(con)
+
+    def _notify(self, con: psycopg.Connection[Any]) -> None:
+        """Send the wake-up on the queue's own connection (see ``notify`` in postgres.sql)."""
+        con.execute(SQL["notify"], prepare=self._prepare(con))
 
     # -- worker side -------------------------------------------------------------------
 
@@ -457,6 +481,7 @@ class PostgresQueue:
                     "run_at": given_back.run_at,
                     "id": lease.job.id,
                     "token": lease.token,
+                    "wake": not delay_s,
                 },
             ).fetchall()
             if not rows:
@@ -639,6 +664,12 @@ class PostgresQueue:
                     " like a pooler in transaction mode; open the queue with transaction_pooler=True"
                     " (jobqueue's CLI: --transaction-pooler)"
                 ) from exc
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise QueuePrivilegeError(
+                    f"{self.server} refused this queue's role: {exc.diag.message_primary}. The role"
+                    " needs to create the jobqueue_ tables on first use, then SELECT, INSERT, UPDATE"
+                    " and DELETE on them and USAGE on their sequences"
+                ) from exc
             except psycopg.OperationalError as exc:
                 if not (self._con.broken or self._con.closed):
                     raise  # the server answered (a cancelled query, say): not a lost connection
@@ -672,13 +703,13 @@ class PostgresQueue:
         """
         policy = job_type.retry or self.retry
         now = self.clock.now()
-        found = con.execute(
+        rows_of = con.cursor(row_factory=tuple_row)  # whatever the caller's connection's factory
+        found = rows_of.execute(
             SQL["enqueue"],
             new_job_values(job_type, policy, now, priority)
             | {
                 "ids": [job_id for _, job_id, _ in rows],
                 "payloads": [payload for _, _, payload in rows],
-                "notify": con is not self._con,  # in the caller's transaction: at its commit
             },
             prepare=self._prepare(con),
         ).fetchall()
@@ -691,7 +722,7 @@ class PostgresQueue:
                 again.append(index)  # a job-N already taken by a chosen id: draw another
             elif old[0] is not None:
                 results[index] = Enqueued(job=_job(old), added=False)
-            elif held := con.execute(SQL["find"], {"ids": [job_id]}).fetchall():
+            elif held := rows_of.execute(SQL["find"], {"ids": [job_id]}).fetchall():
                 results[index] = Enqueued(job=_job(held[0]), added=False)  # committed just after
             else:
                 again.append(index)  # and acked since: the id is free again
@@ -806,16 +837,36 @@ def describe_server(conninfo: str) -> str:
     'PostgreSQL at db.example:5433, database shop'
 
     Raises:
-        InvalidSettingError: if ``conninfo`` is not a valid URL or ``key=value`` string.
+        InvalidSettingError: if ``conninfo`` is not a valid URL or ``key=value`` string (the
+            message shows it with its password hidden), or not a str at all (``None`` from
+            an unset environment variable, say).
     """
+    if not isinstance(conninfo, str):
+        raise InvalidSettingError(
+            f"a PostgreSQL URL or conninfo string is needed, got {conninfo!r}"
+            " (an unset environment variable?)"
+        )
     try:
         params = conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError as exc:
-        raise InvalidSettingError(f"not a PostgreSQL URL or conninfo string: {exc}") from exc
+        shown = str(exc).strip().replace(conninfo, hide_password(conninfo))
+        raise InvalidSettingError(f"not a PostgreSQL URL or conninfo string: {shown}") from None
     host = params.get("host") or "localhost"
     port = params.get("port") or "5432"
     database = params.get("dbname") or params.get("user") or "postgres"
     return f"PostgreSQL at {host}:{port}, database {database}"
+
+
+def hide_password(conninfo: str) -> str:
+    """``conninfo`` with its password, if any, replaced by ``***``, for messages.
+
+    >>> hide_password("postgresql://app:s3cret@db/shop")
+    'postgresql://app:***@db/shop'
+    >>> hide_password("host=db password='s e' user=app")
+    'host=db password=*** user=app'
+    """
+    conninfo = re.sub(r"(://[^/@]*?:)[^@/]*@", r"\1***@", conninfo)
+    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", conninfo)
 
 
 def _create_schema(con: psycopg.Connection[Any], server: str) -> None:
@@ -832,6 +883,11 @@ def _create_schema(con: psycopg.Connection[Any], server: str) -> None:
     if not versions or (len(versions) == 1 and versions[0] < SCHEMA_VERSION):
         con.execute(SQL["lock_schema"])
         versions = _versions(con)  # another process may have migrated meanwhile
+        if not versions and (found := _relations(con)):  # under the lock: nobody is making them
+            raise QueueSchemaError(
+                f"{server} holds {', '.join(found)} but no jobqueue_schema: jobqueue did not make"
+                " them (another application's?); use another database or schema, nothing was changed"
+            )
         for step in sql.migrations(SQL, versions[0] if versions else 0):
             con.execute(step.encode())  # several statements, no parameters
         versions = _versions(con)
@@ -840,6 +896,29 @@ def _create_schema(con: psycopg.Connection[Any], server: str) -> None:
             f"{server} holds jobqueue tables of schema version {versions}, and this jobqueue"
             f" reads version {SCHEMA_VERSION}: use a matching jobqueue, or another database"
         )
+    if missing := sorted(QUEUE_RELATIONS - set(_relations(con))):
+        raise QueueSchemaError(
+            f"{server} records jobqueue schema version {SCHEMA_VERSION}, but {', '.join(missing)}"
+            " is gone: restore it from a backup, or drop the jobqueue_ tables to start afresh"
+        )
+
+
+QUEUE_RELATIONS = frozenset(
+    {
+        "jobqueue_schema",
+        "jobqueue_jobs",
+        "jobqueue_outcomes",
+        "jobqueue_serial",
+        "jobqueue_lease",
+        "jobqueue_job_id",
+    }
+)
+"""The tables and sequences of the current schema version: each must be there."""
+
+
+def _relations(con: psycopg.Connection[Any]) -> list[str]:
+    """The tables and sequences of the current schema whose names start ``jobqueue_``."""
+    return [row[0] for row in con.execute(SQL["queue_relations"]).fetchall()]
 
 
 def _versions(con: psycopg.Connection[Any]) -> list[int]:

@@ -81,6 +81,12 @@ SELECT pg_advisory_xact_lock(hashtext('jobqueue_schema'));
 -- name: schema_version
 SELECT version FROM jobqueue_schema;
 
+-- name: queue_relations
+-- The tables and sequences named like the queue's, whoever made them.
+SELECT relname FROM pg_class
+WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p', 'S', 'v', 'm')
+  AND relname LIKE 'jobqueue\_%' ORDER BY relname;
+
 -- name: has_schema
 -- A plain query of the catalog, under this statement's snapshot: it sees a table another
 -- process committed a moment ago (a cached lookup such as to_regclass may not yet).
@@ -100,9 +106,9 @@ WITH wanted AS MATERIALIZED (
            %(priority)s, %(expires_at)s, %(expires_after_s)s
     FROM wanted ORDER BY n
     ON CONFLICT (id) DO NOTHING
-    -- In the caller's transaction (notify true) this wakes listening workers at its commit;
-    -- on the queue's own connection the `notify` statement does it, just after.
-    RETURNING id, CASE WHEN %(notify)s THEN pg_notify('jobqueue_jobs', '') END
+    -- No NOTIFY here: on the queue's own connection the `notify` statement follows the
+    -- commit; in a caller's transaction none is sent (see PostgresQueue.enqueue).
+    RETURNING id
 )
 SELECT wanted.id, added.id IS NOT NULL, old.*
 FROM wanted
@@ -252,7 +258,9 @@ UPDATE jobqueue_jobs
 SET attempts = %(attempts)s, run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL,
     leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial')
 WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
-RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');
+-- A job given back due now wakes a listening worker; one given back for later (a deferral)
+-- does not: nobody could take it yet.
+RETURNING {job_columns}, CASE WHEN %(wake)s THEN pg_notify('jobqueue_jobs', '') END;
 
 -- name: dead_letter
 -- The dead letter a replay starts from, locked until the replay's transaction ends.
