@@ -10,7 +10,8 @@
 - ``NOTIFY`` wakes a waiting worker; a killed connection (``pg_terminate_backend``) gives an
   error naming the server, the next call connects again, and a Runner carries on;
 - an unreadable row is dead-lettered with the reason; another schema version is refused,
-  and tables of version 2 are migrated to 3 (priorities and deadlines);
+  and tables of version 2 are refused until ``migrate`` takes them to 3 (priorities and
+  deadlines);
 - the priority and deadline scene of ``tests/test_queue.py`` gives what the in-memory
   queue gives, the reasons of expired jobs (built in SQL) included.
 """
@@ -44,7 +45,7 @@ from jobqueue import (
     Worker,
 )
 from jobqueue.backends.contract import Queue
-from jobqueue.backends.postgres import PostgresQueue, describe_server
+from jobqueue.backends.postgres import PostgresQueue, describe_server, migrate
 from jobqueue.errors import QueueSchemaError
 from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 from jobqueue.testing.contract import Settings, queue_state_machine
@@ -856,7 +857,7 @@ def test_the_priority_and_deadline_scene_matches_the_in_memory_queues(queue: Pos
     assert queue.dead_letters() == memory.dead_letters()
 
 
-def test_tables_of_version_2_are_migrated_and_keep_their_jobs(pg_conninfo: str) -> None:
+def test_tables_of_version_2_are_refused_then_migrated_and_keep_their_jobs(pg_conninfo: str) -> None:
     clock = ManualClock(T0)
     with PostgresQueue(pg_conninfo, clock=clock) as queue:
         queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2)], ids=["old-1", "old-2"])
@@ -869,6 +870,9 @@ def test_tables_of_version_2_are_migrated_and_keep_their_jobs(pg_conninfo: str) 
             "CREATE INDEX jobqueue_jobs_claim ON jobqueue_jobs (visible_at, serial) WHERE died_at IS NULL"
         )
         con.execute("UPDATE jobqueue_schema SET version = 2")
+    with pytest.raises(QueueSchemaError, match="jobqueue migrate"):  # never on open: a deploy's step
+        PostgresQueue(pg_conninfo, clock=clock)
+    assert migrate(pg_conninfo) == [3]
     with PostgresQueue(pg_conninfo, clock=clock) as queue:
         assert [(job.id, job.priority, job.expires_at) for job in queue.jobs()] == [
             ("old-1", 0, None),

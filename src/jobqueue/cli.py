@@ -6,6 +6,7 @@ Run as ``jobqueue …`` (installed with the package) or ``python -m jobqueue …
     jobqueue stats shop.db
     jobqueue dead shop.db
     jobqueue replay shop.db receipt-1001        # or: --all
+    jobqueue migrate postgresql://app@db/shop    # a deploy's step, before the new workers
 
 Every command takes a DuckDB file or a PostgreSQL URL (``postgresql://user@host/db``,
 a :class:`~jobqueue.backends.postgres.PostgresQueue`). On PostgreSQL any number of worker processes
@@ -281,6 +282,18 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    if is_url(args.file):
+        from jobqueue.backends.postgres import SCHEMA_VERSION, migrate
+
+        if not migrate(args.file, lock_timeout_s=args.lock_timeout, log=print):
+            print(f"the jobqueue tables are at schema version {SCHEMA_VERSION} already")
+        return 0
+    with DurableQueue(args.file, clock=SystemClock()):  # one process per file: it migrates on open
+        print(f"{args.file}: jobqueue tables at the current schema version")
+    return 0
+
+
 def _log(line: object) -> None:
     """Print a log line at once (a service's output is read while it runs)."""
     text = line.describe(_iso) if isinstance(line, JobEvent) else str(line)
@@ -390,6 +403,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("ids", nargs="*", metavar="ID", help="ids of dead jobs")
     replay.add_argument("--all", action="store_true", help="every dead letter instead")
+
+    migrate = command(
+        "migrate",
+        "bring the queue's tables to this jobqueue's schema version (a deploy's step)",
+        "Bring the jobqueue tables to the schema version this jobqueue reads, before its workers"
+        " start: on PostgreSQL a queue refuses older tables, and this changes them one migration at"
+        " a time, building indexes concurrently (claims and acks go on meanwhile). A DuckDB file is"
+        " migrated when it is opened; this opens it.",
+        _migrate,
+    )
+    migrate.add_argument(
+        "--lock-timeout", type=seconds, default=10.0, help="seconds a statement waits for a table lock"
+    )
     return parser
 
 

@@ -43,13 +43,15 @@ import asyncio
 import random as _random
 import re
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import aclosing, contextmanager, suppress
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
 import psycopg
+import psycopg.sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 
@@ -163,7 +165,9 @@ class PostgresQueue:
     Raises:
         QueueUnavailableError: if the server cannot be reached (the message names it).
         QueueSchemaError: if the database holds ``jobqueue_`` tables of another version
-            than :data:`SCHEMA_VERSION` or an older one (which is migrated).
+            than :data:`SCHEMA_VERSION`: an older one (the message names ``jobqueue
+            migrate``, see :func:`migrate`), or a newer one. An empty database gets the
+            tables at once.
         InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0.
 
     Every method is one transaction. One queue object holds one connection, shared by the
@@ -870,27 +874,38 @@ def hide_password(conninfo: str) -> str:
 
 
 def _create_schema(con: psycopg.Connection[Any], server: str) -> None:
-    """Bring the ``jobqueue_`` tables to :data:`SCHEMA_VERSION` (creating them), or refuse them.
+    """Create the ``jobqueue_`` tables in an empty database, or check those found.
 
-    The migrations run under an advisory lock, held to the end of the transaction, and only
-    after a look without it found them needed: a queue opened on current tables takes no lock.
+    An empty database gets every migration in this one transaction, under an advisory lock
+    held to its end (its tables are empty: nothing waits). Tables of an older version are
+    never migrated here, where a deploy's first process would rebuild indexes under live
+    traffic: that is :func:`migrate`'s explicit step. A queue opened on current tables
+    takes no lock.
 
     Raises:
-        QueueSchemaError: naming the server and both versions, if the tables are of a
-            version this jobqueue does not know (a newer one).
+        QueueSchemaError: naming the server and both versions, if the tables are of an
+            older version (and the command that migrates them) or a newer one; or if
+            ``jobqueue_`` tables were not made by jobqueue, or some are missing.
     """
     versions = _versions(con)
-    if not versions or (len(versions) == 1 and versions[0] < SCHEMA_VERSION):
+    if not versions:
         con.execute(SQL["lock_schema"])
-        versions = _versions(con)  # another process may have migrated meanwhile
+        versions = _versions(con)  # another process may have made them meanwhile
         if not versions and (found := _relations(con)):  # under the lock: nobody is making them
             raise QueueSchemaError(
                 f"{server} holds {', '.join(found)} but no jobqueue_schema: jobqueue did not make"
                 " them (another application's?); use another database or schema, nothing was changed"
             )
-        for step in sql.migrations(SQL, versions[0] if versions else 0):
-            con.execute(step.encode())  # several statements, no parameters
-        versions = _versions(con)
+        if not versions:
+            for step in sql.migrations(SQL, 0):
+                con.execute(step.encode())  # several statements, no parameters
+            versions = _versions(con)
+    if len(versions) == 1 and versions[0] < SCHEMA_VERSION:
+        raise QueueSchemaError(
+            f"{server} holds jobqueue tables of schema version {versions[0]}, and this jobqueue"
+            f" reads version {SCHEMA_VERSION}: migrate them first, as a step of the deploy"
+            " (`jobqueue migrate URL`, or jobqueue.backends.postgres.migrate(url))"
+        )
     if versions != [SCHEMA_VERSION]:
         raise QueueSchemaError(
             f"{server} holds jobqueue tables of schema version {versions}, and this jobqueue"
@@ -901,6 +916,139 @@ def _create_schema(con: psycopg.Connection[Any], server: str) -> None:
             f"{server} records jobqueue schema version {SCHEMA_VERSION}, but {', '.join(missing)}"
             " is gone: restore it from a backup, or drop the jobqueue_ tables to start afresh"
         )
+
+
+MIGRATE_TURN_S = 0.1
+"""Seconds between two tries of a :func:`migrate` waiting for another to finish."""
+
+
+@dataclass(frozen=True)
+class MigrationStatement:
+    """One statement of a migration as :func:`migrate` runs it.
+
+    ``version`` is the migration's number. ``index`` names the index a statement builds
+    or drops: such a statement runs alone, outside any transaction (``CONCURRENTLY``, as
+    PostgreSQL requires); the others run in a transaction with their neighbours.
+    """
+
+    version: int
+    sql: str
+    index: str | None = None
+
+
+_INDEX = re.compile(r"^(CREATE|DROP) INDEX (\w+)")
+
+
+def migration_plan(version: int) -> list[MigrationStatement]:
+    """The statements that take tables of ``version`` to :data:`SCHEMA_VERSION`, in order.
+
+    The ``migration_N`` blocks of ``postgres.sql`` are written as plain SQL (an empty
+    database runs them as they are, in one transaction). On live tables an index is built
+    with ``CREATE INDEX CONCURRENTLY IF NOT EXISTS`` and dropped with ``DROP INDEX
+    CONCURRENTLY IF EXISTS``: neither blocks claims, acks or enqueues meanwhile, and a
+    migration cut short can be run again.
+    """
+    plan = []
+    for number, step in sql.numbered_migrations(SQL, version):
+        for statement in re.split(r";[ \t]*(?:--[^\n]*)?(?:\n|$)", step):
+            lines = [line for line in statement.splitlines() if not line.lstrip().startswith("--")]
+            text = "\n".join(lines).strip()
+            index = _INDEX.match(text)
+            if not text:
+                continue
+            if index is None:
+                plan.append(MigrationStatement(number, text))
+            else:
+                how = (
+                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS"
+                    if index[1] == "CREATE"
+                    else "DROP INDEX CONCURRENTLY IF EXISTS"
+                )
+                plan.append(MigrationStatement(number, f"{how} {index[2]}{text[index.end() :]}", index[2]))
+    return plan
+
+
+def migrate(
+    conninfo: str, *, lock_timeout_s: float = 10.0, log: Callable[[str], object] | None = None
+) -> list[int]:
+    """Bring the ``jobqueue_`` tables at ``conninfo`` to :data:`SCHEMA_VERSION`: a deploy's step.
+
+    Run it once, before the new code's workers start (``jobqueue migrate URL``). An empty
+    database gets the tables as a queue would make them. Live tables are changed one
+    migration at a time: indexes are built and dropped concurrently (see
+    :func:`migration_plan`), and every other statement waits at most ``lock_timeout_s``
+    seconds for its table lock, so a long transaction elsewhere makes the migration fail
+    (run it again later) instead of queueing every claim behind it. Two ``migrate`` calls
+    at once take turns (a session advisory lock).
+
+    Args:
+        conninfo: where the database is (as :class:`PostgresQueue` takes it).
+        lock_timeout_s: seconds a statement waits for a table lock (> 0).
+        log: called with a line per migration applied (``print`` will do).
+
+    Returns:
+        The versions applied, in order (``[]``: the tables were current).
+
+    Raises:
+        QueueSchemaError: if the tables are of a newer version, or not jobqueue's.
+        QueueUnavailableError: if the server cannot be reached, or a lock did not come
+            within ``lock_timeout_s`` (nothing of that migration's version is recorded;
+            running again resumes it).
+        InvalidSettingError: if ``lock_timeout_s`` is not a finite number > 0.
+    """
+    check_positive_seconds("lock_timeout_s", lock_timeout_s)
+    server = describe_server(conninfo)
+    try:
+        con = psycopg.connect(conninfo, autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise QueueUnavailableError(f"cannot reach {server}: {str(exc).strip()}") from exc
+    with con:
+        # A session lock, held until the connection closes, taken by trying: a statement
+        # waiting for it would be a transaction that the other's CREATE INDEX CONCURRENTLY
+        # waits for in turn (a deadlock).
+        while not con.execute(SQL["lock_migrations"]).fetchall()[0][0]:
+            time.sleep(MIGRATE_TURN_S)
+        con.execute(SQL["set_lock_timeout"], {"ms": str(round(lock_timeout_s * 1000))})
+        before = _versions(con)
+        if before and before[0] < SCHEMA_VERSION and len(before) == 1:
+            try:
+                _run_plan(con, migration_plan(before[0]))
+            except psycopg.errors.LockNotAvailable as exc:
+                raise QueueUnavailableError(
+                    f"{server}: a table lock did not come within {lock_timeout_s:g} s"
+                    f" ({exc.diag.message_primary}); a long transaction holds it: migrate again once it ends"
+                ) from exc
+        with con.transaction():
+            _create_schema(con, server)  # makes the tables of an empty database; checks the rest
+        applied = [number for number, _ in sql.numbered_migrations(SQL, before[0] if before else 0)]
+        if log is not None:
+            for number in applied:
+                log(f"{server}: jobqueue tables at schema version {number}")
+        return applied
+
+
+def _run_plan(con: psycopg.Connection[Any], plan: list[MigrationStatement]) -> None:
+    """Run ``plan`` on ``con`` (autocommit): index statements alone, the rest in transactions."""
+    pending: list[MigrationStatement] = []
+    for statement in [*plan, None]:
+        if statement is not None and statement.index is None:
+            pending.append(statement)
+            continue
+        if pending:
+            with con.transaction():
+                for queued in pending:
+                    con.execute(queued.sql.encode())
+            pending = []
+        if statement is None:
+            return
+        index = psycopg.sql.Identifier(statement.index or "")
+        if (
+            statement.sql.startswith("CREATE")
+            and con.execute(SQL["invalid_index"], {"name": statement.index}).fetchall()
+        ):
+            # a concurrent build cut short leaves an invalid index behind: build it anew
+            con.execute(psycopg.sql.SQL("DROP INDEX CONCURRENTLY {}").format(index))
+        con.execute(statement.sql.encode())
 
 
 QUEUE_RELATIONS = frozenset(

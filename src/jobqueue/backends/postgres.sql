@@ -11,8 +11,11 @@
 -- key alone keeps an id unique across waiting, leased and dead jobs, even between processes.
 
 -- The migrations: block migration_N takes the tables from version N - 1 to N and records
--- N. A database without them runs every one, in order, under an advisory lock (two
--- processes may start at once). No parameters.
+-- N. An empty database runs every one, in order, in one transaction under an advisory
+-- lock (two processes may start at once). Live tables are migrated only by
+-- jobqueue.backends.postgres.migrate, which builds and drops indexes CONCURRENTLY, each
+-- statement alone: write each step so that it can run again after being cut short
+-- (IF NOT EXISTS), its version recorded last. No parameters.
 
 -- name: migration_2
 -- Lesson 12's tables.
@@ -53,9 +56,9 @@ INSERT INTO jobqueue_schema VALUES (2);
 -- ascending); PostgreSQL 18 skips over the rest of a priority to the next (a skip scan),
 -- so few priorities cost little.
 ALTER TABLE jobqueue_jobs
-    ADD COLUMN priority integer NOT NULL DEFAULT 0,
-    ADD COLUMN expires_at double precision,
-    ADD COLUMN expires_after_s double precision;
+    ADD COLUMN IF NOT EXISTS priority integer NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS expires_at double precision,
+    ADD COLUMN IF NOT EXISTS expires_after_s double precision;
 DROP INDEX jobqueue_jobs_claim;
 CREATE INDEX jobqueue_jobs_claim ON jobqueue_jobs (priority DESC, visible_at, serial) WHERE died_at IS NULL;
 UPDATE jobqueue_schema SET version = 3;
@@ -77,6 +80,18 @@ SET enable_seqscan = off;
 
 -- name: lock_schema
 SELECT pg_advisory_xact_lock(hashtext('jobqueue_schema'));
+
+-- name: lock_migrations
+-- jobqueue.backends.postgres.migrate's lock, for its whole session: two migrations take turns.
+SELECT pg_try_advisory_lock(hashtext('jobqueue_migrate'));
+
+-- name: set_lock_timeout
+-- How long a migration's statements wait for a table lock before they give up, in ms.
+SELECT set_config('lock_timeout', %(ms)s, false);
+
+-- name: invalid_index
+-- An index of that name left invalid by a concurrent build that was cut short.
+SELECT FROM pg_index WHERE indexrelid = to_regclass(%(name)s) AND NOT indisvalid;
 
 -- name: schema_version
 SELECT version FROM jobqueue_schema;

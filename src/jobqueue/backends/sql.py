@@ -37,10 +37,15 @@ def migrations(blocks: Mapping[str, str], version: int) -> list[str]:
     Block ``migration_N`` takes the tables from version N - 1 to N (and records N);
     ``version`` 0 means no tables yet.
     """
+    return [body for _, body in numbered_migrations(blocks, version)]
+
+
+def numbered_migrations(blocks: Mapping[str, str], version: int) -> list[tuple[int, str]]:
+    """:func:`migrations` with each step's number: ``(N, block migration_N)``, in order."""
     found = sorted(
         (int(name.removeprefix("migration_")), body) for name, body in blocks.items() if _is_step(name)
     )
-    return [body for number, body in found if number > version]
+    return [(number, body) for number, body in found if number > version]
 
 
 def latest_version(blocks: Mapping[str, str]) -> int:

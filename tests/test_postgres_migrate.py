@@ -1,0 +1,125 @@
+"""Explicit migrations on PostgreSQL (issue 21, point 4).
+
+A queue never migrates live tables as it opens (the first process of a deploy would
+rebuild indexes under traffic): it refuses older tables, naming ``jobqueue migrate``.
+:func:`migrate` changes them one step at a time, building indexes ``CONCURRENTLY``
+outside any transaction, keeps every job, can run again after being cut short, and gives
+up on a table lock it cannot get instead of queueing every claim behind it.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import jobqueue as jq
+from jobqueue.backends import postgres, sql
+from jobqueue.cli import main
+
+OLD_JOB = (
+    "INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, run_at, visible_at)"
+    " VALUES ('old-1', 'contract_ping', '{\"number\": 1}', 5, 1.0, 60.0, 0, 0)"
+)
+
+
+def make_version_2(conninfo: str) -> None:
+    """Lesson 12's first tables (schema version 2), holding one waiting job."""
+    with psycopg.connect(conninfo, autocommit=True) as con:
+        con.execute(postgres.SQL["migration_2"].encode())
+        con.execute(OLD_JOB)
+
+
+def test_the_plan_builds_and_drops_indexes_concurrently_each_alone() -> None:
+    plan = postgres.migration_plan(2)
+    assert [(step.version, step.index) for step in plan] == [
+        (3, None),
+        (3, "jobqueue_jobs_claim"),
+        (3, "jobqueue_jobs_claim"),
+        (3, None),
+    ]
+    assert plan[1].sql == "DROP INDEX CONCURRENTLY IF EXISTS jobqueue_jobs_claim"
+    assert plan[2].sql.startswith("CREATE INDEX CONCURRENTLY IF NOT EXISTS jobqueue_jobs_claim ON")
+    assert plan[-1].sql == "UPDATE jobqueue_schema SET version = 3"  # recorded last
+    assert postgres.migration_plan(postgres.SCHEMA_VERSION) == []
+    assert len(sql.numbered_migrations(postgres.SQL, 0)) == postgres.SCHEMA_VERSION - 1
+
+
+def test_an_older_schema_is_refused_until_migrated_then_keeps_its_jobs(
+    pg_conninfo: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_version_2(pg_conninfo)
+    with pytest.raises(jq.QueueSchemaError, match=r"schema version 2.*jobqueue migrate URL"):
+        jq.PostgresQueue(pg_conninfo)
+    assert main(["stats", pg_conninfo]) == 1  # the CLI too: one line, the command to run
+    assert "jobqueue migrate" in capsys.readouterr().err
+    assert main(["migrate", pg_conninfo]) == 0
+    assert "schema version 3" in capsys.readouterr().out
+    with jq.PostgresQueue(pg_conninfo, clock=jq.ManualClock()) as queue:
+        [job] = queue.jobs()
+        assert (job.id, job.priority, job.expires_at) == ("old-1", 0, None)
+    with psycopg.connect(pg_conninfo) as con:
+        [(definition,)] = con.execute(
+            "SELECT pg_get_indexdef(indexrelid) FROM pg_index JOIN pg_class ON indexrelid = pg_class.oid"
+            " WHERE relname = 'jobqueue_jobs_claim' AND indisvalid"
+        ).fetchall()
+    assert "priority DESC, visible_at, serial" in definition
+    assert main(["migrate", pg_conninfo]) == 0
+    assert "already" in capsys.readouterr().out
+
+
+def test_a_migration_cut_short_runs_again_to_the_end(pg_conninfo: str) -> None:
+    make_version_2(pg_conninfo)
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:  # as if cut short after its first steps
+        con.execute(postgres.migration_plan(2)[0].sql.encode())
+        con.execute("DROP INDEX jobqueue_jobs_claim")
+        con.execute("CREATE INDEX jobqueue_jobs_claim ON jobqueue_jobs (id)")  # stands in for an invalid one
+        con.execute(
+            "UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'jobqueue_jobs_claim'::regclass"
+        )
+    assert postgres.migrate(pg_conninfo) == [3]
+    with psycopg.connect(pg_conninfo) as con:
+        [(definition, valid)] = con.execute(
+            "SELECT pg_get_indexdef(indexrelid), indisvalid FROM pg_index"
+            " WHERE indexrelid = 'jobqueue_jobs_claim'::regclass"
+        ).fetchall()
+    assert valid and "priority DESC" in definition
+
+
+def test_a_migration_gives_up_on_a_lock_held_by_a_long_transaction(pg_conninfo: str) -> None:
+    make_version_2(pg_conninfo)
+    with psycopg.connect(pg_conninfo) as reader:
+        reader.execute("SELECT count(*) FROM jobqueue_jobs")  # a transaction left open holds its lock
+        with pytest.raises(jq.QueueUnavailableError, match=r"lock did not come within 0\.2 s"):
+            postgres.migrate(pg_conninfo, lock_timeout_s=0.2)
+    with psycopg.connect(pg_conninfo) as con:  # nothing of version 3 was recorded
+        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(2,)]
+    assert postgres.migrate(pg_conninfo) == [3]  # once it ended
+
+
+def test_an_empty_database_is_made_current_by_a_queue_or_by_migrate(pg_conninfo: str) -> None:
+    assert postgres.migrate(pg_conninfo) == list(range(2, postgres.SCHEMA_VERSION + 1))
+    assert postgres.migrate(pg_conninfo) == []
+    jq.PostgresQueue(pg_conninfo).close()
+
+
+def test_two_migrations_at_once_take_turns(pg_conninfo: str) -> None:
+    make_version_2(pg_conninfo)
+    results: list[list[int]] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(postgres.migrate(pg_conninfo))) for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [[], [3]]
+
+
+def test_migrate_on_a_duckdb_file_opens_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "shop.db"
+    jq.DurableQueue(path).close()
+    assert main(["migrate", str(path)]) == 0
+    assert "current schema version" in capsys.readouterr().out
