@@ -221,3 +221,31 @@ def test_both_clocks_can_sleep_but_a_bare_clock_cannot() -> None:
     assert isinstance(SystemClock(), SleepingClock)
     assert not isinstance(WallOnly(), SleepingClock)
     jq.JobQueue(WallOnly())  # a queue only reads the time: a bare Clock is enough
+
+
+def test_a_server_clock_gives_the_servers_time_through_a_skewed_local_clock() -> None:
+    local = ManualClock(1000.0)  # this machine's clock, 31 s ahead of the server
+    clock = jq.ServerClock(local, resync_s=60)
+    assert clock.sync_due()
+
+    def server_time() -> float:  # the round trip takes 0.2 s of local time, the server answers midway
+        local.advance(0.1)
+        answer = local.now() - 31.0
+        local.advance(0.1)
+        return answer
+
+    assert clock.sync(server_time) == pytest.approx(-31.0)
+    assert clock.now() == pytest.approx(1000.2 - 31.0)
+    assert not clock.sync_due()
+    local.advance(59.0)
+    assert not clock.sync_due()
+    local.advance(1.0)
+    assert clock.sync_due()
+    assert isinstance(clock, SleepingClock)
+    asyncio.run(clock.sleep(0))  # sleeps on the local clock
+
+
+@pytest.mark.parametrize("resync_s", [0, -1, math.inf, math.nan, True])
+def test_a_server_clock_checks_its_resync_period(resync_s: float) -> None:
+    with pytest.raises(InvalidSettingError, match="resync_s"):
+        jq.ServerClock(resync_s=resync_s)

@@ -24,7 +24,7 @@ from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.backends.memory import JobQueue
 from jobqueue.backoff import DEFAULT_BASE_S, DEFAULT_CAP_S, Backoff, RandomFn
 from jobqueue.breaker import CircuitBreaker
-from jobqueue.clock import Clock, ManualClock, SleepingClock, SystemClock
+from jobqueue.clock import Clock, ManualClock, ServerClock, SleepingClock, SystemClock
 from jobqueue.errors import (
     MAX_RETRY_AFTER_S,
     CircuitOpenError,
@@ -115,6 +115,7 @@ __all__ = [
     "JobType",
     "Lease",
     "ManualClock",
+    "ServerClock",
     "PayloadError",
     "PermanentJobError",
     "PostgresQueue",
