@@ -33,8 +33,8 @@ from typing import Any
 import jobqueue as jq
 from jobqueue.backends.contract import Queue
 from jobqueue.backends.duckdb import DurableQueue
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 from jobqueue.runner import Runner
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
 
 TARGET_RATIO = 1.3
 POLL_S = 0.05

@@ -2,8 +2,8 @@ import pytest
 
 from jobqueue import InvalidSettingError, JobQueue, ManualClock, PayloadError, PermanentJobError
 from jobqueue.errors import DeadLetterNotFoundError, UnknownJobTypeError
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 from jobqueue.failures import classify_exception, classify_status
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
 
 RECEIPT = ReceiptPayload(order_id=1001, email="customer@example.com")
 

@@ -52,8 +52,8 @@ from jobqueue import (
 )
 from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.errors import QueueFileLockedError
+from jobqueue.examples.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
 from jobqueue.metrics import QueueMetrics
-from jobqueue.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
 
 T0 = 1_000.0
 """Start of every scene, in seconds (any value works; not 0, to catch a lost offset)."""

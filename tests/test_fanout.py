@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue import InvalidSettingError, JobEvent, JobQueue, JobType, ManualClock, PayloadError, Worker, shop
+from jobqueue import InvalidSettingError, JobEvent, JobQueue, JobType, ManualClock, PayloadError, Worker
+from jobqueue.examples import shop
+from jobqueue.examples.shop import OrderPaid
 from jobqueue.fanout import Published, Topic, check_event_id, check_subscriber_name, copy_id
-from jobqueue.shop import OrderPaid
 
 ROOT = Path(__file__).resolve().parents[1]
 PAID_1001 = OrderPaid(order_id=1001, customer_id=7, total_kobo=2_042_500)

@@ -1,7 +1,7 @@
 import pytest
 
 from jobqueue import InvalidSettingError, JobQueue, ManualClock, StaleLeaseError
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 
 RECEIPT = ReceiptPayload(order_id=1001, email="customer@example.com")
 

@@ -1,4 +1,4 @@
-"""The package's layout: no import circle in ``src/jobqueue``.
+"""The package's layout: no import circle in ``src/jobqueue``, and the library never imports the example.
 
 The import graph is read from the source with :mod:`ast`, not by importing: every
 ``import`` and ``from ... import`` of a ``jobqueue`` module, at the top of a module or inside
@@ -15,6 +15,7 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
+EXAMPLES = "jobqueue.examples"
 
 
 def module_name(path: Path, src: Path = SRC) -> str:
@@ -120,3 +121,14 @@ def test_imports_are_read_from_function_bodies_relative_imports_and_submodule_na
 
 def test_no_import_circle_in_the_package() -> None:
     assert cycles(import_graph()) == []
+
+
+def test_the_library_never_imports_the_example() -> None:
+    graph = import_graph()
+    assert EXAMPLES in graph, "the course's example lives in jobqueue.examples"
+    offending = {
+        name: sorted(t for t in targets if t == EXAMPLES or t.startswith(EXAMPLES + "."))
+        for name, targets in graph.items()
+        if not (name == EXAMPLES or name.startswith(EXAMPLES + "."))
+    }
+    assert {name: targets for name, targets in offending.items() if targets} == {}

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from jobqueue import Backoff, JobEvent, JobQueue, JobType, ManualClock, RetryPolicy, Worker, shop
+from jobqueue import Backoff, JobEvent, JobQueue, JobType, ManualClock, RetryPolicy, Worker
+from jobqueue.examples import shop
 
 POLICY = RetryPolicy(max_attempts=4, backoff=Backoff(base_s=1, cap_s=60))
 BAD_ADDRESS_ERROR = "PermanentJobError: invalid e-mail address 'customer.example.com'"

@@ -13,8 +13,8 @@ import pytest
 
 from jobqueue import Backoff, InvalidSettingError, JobQueue, Lease, ManualClock, Queue, RetryPolicy
 from jobqueue import metrics as metrics_module
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
 
 
 def receipt(order_id: int) -> ReceiptPayload:

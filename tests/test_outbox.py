@@ -12,7 +12,8 @@ import duckdb
 import pytest
 
 import jobqueue as jq
-from jobqueue import db, outbox, shop
+from jobqueue import db, outbox
+from jobqueue.examples import shop
 
 
 def no_pause(seconds: float) -> None:
@@ -374,7 +375,7 @@ def imported_names(module: object) -> set[str]:
 
 def test_the_module_holds_no_course_example() -> None:
     assert not [
-        name for name in imported_names(outbox) if name.startswith(("jobqueue.shop", "jobqueue.teaching"))
+        name for name in imported_names(outbox) if name.startswith(("jobqueue.examples", "jobqueue.teaching"))
     ]
     assert not hasattr(outbox, "save_order")
     assert not hasattr(outbox, "insert_order")

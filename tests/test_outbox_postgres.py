@@ -13,7 +13,8 @@ import pytest
 from waiting import HANG_GUARD_S, hang
 
 import jobqueue as jq
-from jobqueue import db, outbox, shop, shop_db
+from jobqueue import db, outbox
+from jobqueue.examples import shop, shop_db
 
 
 def open_con(conninfo: str) -> psycopg.Connection:

@@ -46,7 +46,7 @@ from jobqueue import (
 from jobqueue.backends.contract import Queue
 from jobqueue.backends.postgres import PostgresQueue, describe_server
 from jobqueue.errors import QueueSchemaError
-from jobqueue.shop import RENDER_INVOICE, InvoicePayload
+from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 from jobqueue.testing.contract import Settings, queue_state_machine
 
 T0 = 1_000.0

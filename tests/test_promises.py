@@ -1,7 +1,7 @@
 """The five promises of lesson 10, one test each, all on the manual clock."""
 
 from jobqueue import Backoff, JobQueue, ManualClock, RetryPolicy
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 
 RECEIPT = ReceiptPayload(order_id=1001, email="customer@example.com")
 

@@ -18,7 +18,7 @@ from jobqueue import (
     StaleLeaseError,
 )
 from jobqueue.backends.contract import ack_then_claim
-from jobqueue.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
+from jobqueue.examples.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
 
 RECEIPT = ReceiptPayload(order_id=1001, email="customer@example.com")
 

@@ -33,8 +33,8 @@ from jobqueue import (
 )
 from jobqueue.backends.contract import Queue
 from jobqueue.backends.duckdb import DurableQueue
+from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 from jobqueue.failures import retry_delay_s
-from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 
 T0 = 1_000.0
 POLICY = RetryPolicy(max_attempts=3, backoff=Backoff(base_s=1.0, cap_s=60.0))

@@ -11,8 +11,8 @@
 import asyncio
 
 from jobqueue import JobQueue, Lease, ManualClock, QueueUnavailableError, Worker
+from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 from jobqueue.runner import UNAVAILABLE_PAUSE_S, Runner
-from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 
 
 class WakingQueue(JobQueue):

@@ -3,8 +3,9 @@ import re
 
 import pytest
 
-from jobqueue import JobQueue, ManualClock, PermanentJobError, Worker, shop
-from jobqueue.shop import (
+from jobqueue import JobQueue, ManualClock, PermanentJobError, Worker
+from jobqueue.examples import shop
+from jobqueue.examples.shop import (
     PICK_ORDER,
     RENDER_INVOICE,
     SEND_RECEIPT,

@@ -10,7 +10,8 @@ import duckdb
 import pytest
 
 import jobqueue as jq
-from jobqueue import db, outbox, shop, shop_db
+from jobqueue import db, outbox
+from jobqueue.examples import shop, shop_db
 
 POINTS = shop.loyalty_points(2_042_500)
 ORDER_1001 = shop.Order(id=1001, customer_id=7, email="customer@example.com", total_kobo=2_042_500)

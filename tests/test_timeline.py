@@ -1,7 +1,7 @@
 import asyncio
 
 import jobqueue as jq
-from jobqueue import shop
+from jobqueue.examples import shop
 from jobqueue.teaching.timeline import LIFECYCLE, lifecycle_text, timeline_rows
 
 BACKOFF = jq.Backoff(base_s=1, cap_s=60)

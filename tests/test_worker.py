@@ -14,9 +14,9 @@ from jobqueue import (
     RetryPolicy,
     UnknownJobTypeError,
     Worker,
-    shop,
 )
-from jobqueue.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
+from jobqueue.examples import shop
+from jobqueue.examples.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
 
 RECEIPT = ReceiptPayload(order_id=1001, email="customer@example.com")
 

@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from jobqueue import InvalidSettingError, JobQueue, ManualClock, StaleLeaseError, SystemClock, Worker, shop
-from jobqueue.shop import RENDER_INVOICE, InvoicePayload
+from jobqueue import InvalidSettingError, JobQueue, ManualClock, StaleLeaseError, SystemClock, Worker
+from jobqueue.examples import shop
+from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 from jobqueue.worker import Heartbeat, JobEvent
 
 STALE_1 = (

@@ -1,6 +1,7 @@
 """Checked by mypy in tests/test_typing.py, never run: a handler for the wrong payload type."""
 
-from jobqueue import JobQueue, ManualClock, Worker, shop
+from jobqueue import JobQueue, ManualClock, Worker
+from jobqueue.examples import shop
 
 
 async def render_invoice(payload: shop.InvoicePayload) -> None:

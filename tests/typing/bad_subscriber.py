@@ -1,6 +1,7 @@
 """Checked by mypy in tests/test_fanout.py, never run: a subscriber and an event of the wrong class."""
 
-from jobqueue import JobQueue, ManualClock, shop
+from jobqueue import JobQueue, ManualClock
+from jobqueue.examples import shop
 from jobqueue.fanout import Topic
 
 order_paid = Topic("order.paid", shop.OrderPaid)

@@ -1,6 +1,7 @@
 """Checked by mypy in tests/test_typing.py, never run: handlers whose payload types match."""
 
-from jobqueue import JobQueue, ManualClock, Worker, shop
+from jobqueue import JobQueue, ManualClock, Worker
+from jobqueue.examples import shop
 
 
 async def send_receipt(payload: shop.ReceiptPayload) -> None:
