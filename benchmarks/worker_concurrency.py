@@ -98,7 +98,7 @@ def measure(queue: Queue, jobs: int, concurrency: int, prefetch: int | None, sle
 
 
 def in_memory(jobs: int, concurrency: int, prefetch: int | None, sleep_s: float) -> Outcome:
-    return measure(jq.JobQueue(jq.SystemClock()), jobs, concurrency, prefetch, sleep_s)
+    return measure(jq.JobQueue(clock=jq.SystemClock()), jobs, concurrency, prefetch, sleep_s)
 
 
 def durable(jobs: int, concurrency: int, prefetch: int | None, sleep_s: float) -> Outcome:

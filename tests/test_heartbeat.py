@@ -7,7 +7,7 @@ RECEIPT = ReceiptPayload(order_id=1001, email="customer@example.com")
 
 
 def claimed(clock: ManualClock) -> tuple[JobQueue, object]:
-    queue = JobQueue(clock, visibility_timeout_s=30)
+    queue = JobQueue(clock=clock, visibility_timeout_s=30)
     queue.enqueue(SEND_RECEIPT, RECEIPT, id="r")
     return queue, queue.claim()
 

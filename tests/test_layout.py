@@ -132,3 +132,36 @@ def test_the_library_never_imports_the_example() -> None:
         if not (name == EXAMPLES or name.startswith(EXAMPLES + "."))
     }
     assert {name: targets for name, targets in offending.items() if targets} == {}
+
+
+def positional_clocks(src: Path = SRC) -> list[str]:
+    """Constructors (``__init__`` and ``create``/``open`` class methods) that take ``clock`` by position."""
+    found = []
+    for name, path in modules(src).items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                for method in node.body:
+                    if not isinstance(method, ast.FunctionDef) or method.name not in (
+                        "__init__",
+                        "create",
+                        "open",
+                    ):
+                        continue
+                    positional = [*method.args.posonlyargs, *method.args.args]
+                    if any(arg.arg == "clock" for arg in positional):
+                        found.append(f"{name}.{node.name}.{method.name}")
+    return sorted(found)
+
+
+def test_every_constructor_takes_the_clock_by_keyword() -> None:
+    assert positional_clocks() == []
+
+
+def test_a_constructor_with_a_positional_clock_is_found(tmp_path: Path) -> None:
+    (tmp_path / "jobqueue").mkdir()
+    (tmp_path / "jobqueue" / "__init__.py").write_text(
+        "class Relay:\n    def __init__(self, con, clock, *, batch_size=1): ...\n"
+        "class Budget:\n    def __init__(self, *, clock): ...\n"
+        "class Shop:\n    @classmethod\n    def create(cls, clock): ...\n"
+    )
+    assert positional_clocks(tmp_path) == ["jobqueue.Relay.__init__", "jobqueue.Shop.create"]

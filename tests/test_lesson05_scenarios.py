@@ -35,7 +35,7 @@ def poison_jobs(policy_on: str = "queue") -> Scene:
     """
     clock = ManualClock()
     queue = JobQueue(
-        clock,
+        clock=clock,
         visibility_timeout_s=30,
         retry=POLICY if policy_on == "queue" else RetryPolicy(max_attempts=4),
         random=lambda: 1.0,

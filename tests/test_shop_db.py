@@ -76,7 +76,7 @@ def test_credit_points_rejects_bad_values(
 def test_spec_naive_order_loses_its_job_outbox_order_gets_exactly_one(
     con: duckdb.DuckDBPyConnection, clock: jq.ManualClock
 ) -> None:
-    queue = jq.JobQueue(clock, random=lambda: 1.0)
+    queue = jq.JobQueue(clock=clock, random=lambda: 1.0)
     remote = shop.RemoteQueue(queue=queue, down=True)
     # Order 1001, the naive way: saved, then the enqueue fails and the job is gone.
     with db.transaction(con):
@@ -85,7 +85,7 @@ def test_spec_naive_order_loses_its_job_outbox_order_gets_exactly_one(
         remote.enqueue(shop.SEND_RECEIPT, receipt(1001), id="receipt-1001")
     # Order 1002 through the outbox.
     assert shop_db.save_order(con, ORDER_1002, clock) == 1
-    relay = outbox.Relay(con, outbox.publisher(remote, [shop.SEND_RECEIPT]), clock)
+    relay = outbox.Relay(con, outbox.publisher(remote, [shop.SEND_RECEIPT]), clock=clock)
     assert relay.run_once() == 0  # the queue is still down
     remote.down = False
     clock.advance(5)

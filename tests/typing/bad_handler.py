@@ -8,5 +8,5 @@ async def render_invoice(payload: shop.InvoicePayload) -> None:
     print(payload.order_id)
 
 
-worker = Worker(JobQueue(ManualClock()))
+worker = Worker(JobQueue(clock=ManualClock()))
 worker.register(shop.SEND_RECEIPT, render_invoice)  # expect: arg-type
