@@ -28,7 +28,7 @@ from typing import Any
 import duckdb
 
 from jobqueue.backends.duckdb import DurableQueue
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 
 ROW_OF_THE_QUEUE = (
     "INSERT INTO jobqueue_jobs (id, type, payload, attempts, max_attempts, base_s, cap_s, run_at,"

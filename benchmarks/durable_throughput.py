@@ -55,8 +55,8 @@ from huey.storage import SqliteStorage
 
 import jobqueue as jq
 from jobqueue.backends.duckdb import DurableQueue
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 from jobqueue.runner import Runner
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
 
 ENQUEUE_GOAL = 0.25  # DurableQueue one-job enqueue / persist-queue put
 BACKLOG_GOALS = {100_000: 1.5, 1_000_000: 2.0}  # claim_many + ack_many cost / the 1k cost

@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from jobqueue.teaching import grading
-from jobqueue.teaching.exercises import check_exercise
+from jobqueue.teaching.exercises import grade as grading
+from jobqueue.teaching.exercises.check import check_exercise
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_RATIO = 1.0

@@ -34,7 +34,7 @@ from pathlib import Path
 import psycopg
 
 from jobqueue.backends.postgres import PostgresQueue
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 from jobqueue.teaching.postgres_server import database_url, scratch_database
 
 BATCH = 100

@@ -77,7 +77,7 @@ from typing import Any
 
 import psycopg
 
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 from jobqueue.teaching.postgres_server import database_url, scratch_database
 
 BATCHES = (1, 100)

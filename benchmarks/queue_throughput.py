@@ -46,7 +46,7 @@ PING = jq.JobType("ping", Ping)
 
 def backlog(n: int) -> tuple[jq.JobQueue, jq.ManualClock]:
     clock = jq.ManualClock()
-    queue = jq.JobQueue(clock)
+    queue = jq.JobQueue(clock=clock)
     for start in range(0, n, BATCH):
         queue.enqueue_many(PING, [Ping(n=i) for i in range(start, min(n, start + BATCH))])
         clock.advance(0.001)
@@ -86,7 +86,7 @@ def bytes_per_waiting_job(n: int) -> tuple[float, float]:
     clock = jq.ManualClock()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    queue = jq.JobQueue(clock)
+    queue = jq.JobQueue(clock=clock)
     for i in range(n):
         queue.enqueue(PING, Ping(n=i))
     ours = tracemalloc.get_traced_memory()[0] - before

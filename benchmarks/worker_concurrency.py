@@ -33,8 +33,8 @@ from typing import Any
 import jobqueue as jq
 from jobqueue.backends.contract import Queue
 from jobqueue.backends.duckdb import DurableQueue
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 from jobqueue.runner import Runner
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
 
 TARGET_RATIO = 1.3
 POLL_S = 0.05
@@ -98,7 +98,7 @@ def measure(queue: Queue, jobs: int, concurrency: int, prefetch: int | None, sle
 
 
 def in_memory(jobs: int, concurrency: int, prefetch: int | None, sleep_s: float) -> Outcome:
-    return measure(jq.JobQueue(jq.SystemClock()), jobs, concurrency, prefetch, sleep_s)
+    return measure(jq.JobQueue(clock=jq.SystemClock()), jobs, concurrency, prefetch, sleep_s)
 
 
 def durable(jobs: int, concurrency: int, prefetch: int | None, sleep_s: float) -> Outcome:

@@ -24,7 +24,7 @@ def succeed(breaker: CircuitBreaker) -> None:
 
 def make(threshold: int = 3, reset_s: float = 10.0) -> tuple[ManualClock, CircuitBreaker]:
     clock = ManualClock()
-    return clock, CircuitBreaker("mail", clock, failure_threshold=threshold, reset_timeout_s=reset_s)
+    return clock, CircuitBreaker("mail", clock=clock, failure_threshold=threshold, reset_timeout_s=reset_s)
 
 
 def test_closed_until_the_threshold_of_consecutive_failures() -> None:
@@ -96,7 +96,7 @@ def test_a_failed_trial_opens_again_for_a_full_timeout() -> None:
 
 def test_exceptions_outside_counts_do_not_count_and_free_the_trial() -> None:
     clock = ManualClock()
-    breaker = CircuitBreaker("mail", clock, failure_threshold=1, reset_timeout_s=10, counts=(Down,))
+    breaker = CircuitBreaker("mail", clock=clock, failure_threshold=1, reset_timeout_s=10, counts=(Down,))
     with pytest.raises(KeyError), breaker:
         raise KeyError("bad address")
     assert breaker.state == "closed"
@@ -179,9 +179,9 @@ def test_closed_breaker_has_no_retry_time() -> None:
 )
 def test_bad_settings_are_refused_by_name(options: dict[str, float], message: str) -> None:
     with pytest.raises(InvalidSettingError, match=message):
-        CircuitBreaker("mail", ManualClock(), **options)  # type: ignore[arg-type]
+        CircuitBreaker("mail", clock=ManualClock(), **options)  # type: ignore[arg-type]
 
 
 def test_a_breaker_needs_a_name() -> None:
     with pytest.raises(InvalidSettingError, match="needs a name"):
-        CircuitBreaker("", ManualClock())
+        CircuitBreaker("", clock=ManualClock())

@@ -22,15 +22,15 @@ from waiting import HANG_GUARD_S, hang, wait_until
 from jobqueue import ManualClock
 from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.cli import WorkerStats, main, stats_path
+from jobqueue.examples.shop import BUILD_REPORT, SEND_RECEIPT, ReceiptPayload, ReportPayload
 from jobqueue.metrics import QueueMetrics
-from jobqueue.shop import BUILD_REPORT, SEND_RECEIPT, ReceiptPayload, ReportPayload
 
 EPOCH_S = 1_700_000_000.0
 """2023-11-14T22:13:20+00:00, where the manual clocks below start."""
 
 ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00"
 
-HANDLERS = "jobqueue.shop_worker:register"
+HANDLERS = "jobqueue.examples.shop_worker:register"
 
 
 def receipt(order_id: int, email: str = "customer@example.com") -> ReceiptPayload:
@@ -187,16 +187,17 @@ def test_a_missing_queue_file_exits_2_naming_it(
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("jobqueue.shop_worker", "expected MODULE:FUNCTION, got 'jobqueue.shop_worker'"),
+        ("jobqueue.examples.shop_worker", "expected MODULE:FUNCTION, got 'jobqueue.examples.shop_worker'"),
         (":register", "expected MODULE:FUNCTION, got ':register'"),
         ("jobqueue.no_such_module:register", "cannot import 'jobqueue.no_such_module'"),
         (
-            "jobqueue.shop_worker:nope",
-            "'jobqueue.shop_worker:nope': jobqueue.shop_worker has no function 'nope'",
+            "jobqueue.examples.shop_worker:nope",
+            "'jobqueue.examples.shop_worker:nope': jobqueue.examples.shop_worker has no function 'nope'",
         ),
         (  # not callable
-            "jobqueue.shop_worker:MAIL_LATENCY_S",
-            "'jobqueue.shop_worker:MAIL_LATENCY_S': jobqueue.shop_worker has no function 'MAIL_LATENCY_S'",
+            "jobqueue.examples.shop_worker:MAIL_LATENCY_S",
+            "'jobqueue.examples.shop_worker:MAIL_LATENCY_S': jobqueue.examples.shop_worker"
+            " has no function 'MAIL_LATENCY_S'",
         ),
     ],
 )

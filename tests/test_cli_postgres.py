@@ -15,7 +15,7 @@ from waiting import HANG_GUARD_S, wait_until
 
 from jobqueue.backends.postgres import PostgresQueue
 from jobqueue.cli import main
-from jobqueue.shop import BUILD_REPORT, SEND_RECEIPT, ReportPayload
+from jobqueue.examples.shop import BUILD_REPORT, SEND_RECEIPT, ReportPayload
 
 
 def test_two_worker_processes_share_the_work_of_one_queue(pg_conninfo: str, tmp_path: Path) -> None:

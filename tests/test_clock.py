@@ -69,7 +69,7 @@ def test_manual_clock_repr_shows_the_time() -> None:
 
 
 def test_a_queue_reads_time_from_any_clock() -> None:
-    queue = jq.JobQueue(SystemClock())
+    queue = jq.JobQueue(clock=SystemClock())
     job = queue.enqueue(jq.JobType("noop", int), 1)
     assert abs(job.run_at - time.time()) < 60
 
@@ -220,7 +220,7 @@ def test_both_clocks_can_sleep_but_a_bare_clock_cannot() -> None:
     assert isinstance(ManualClock(), SleepingClock)
     assert isinstance(SystemClock(), SleepingClock)
     assert not isinstance(WallOnly(), SleepingClock)
-    jq.JobQueue(WallOnly())  # a queue only reads the time: a bare Clock is enough
+    jq.JobQueue(clock=WallOnly())  # a queue only reads the time: a bare Clock is enough
 
 
 def test_a_server_clock_gives_the_servers_time_through_a_skewed_local_clock() -> None:

@@ -2,14 +2,14 @@ import pytest
 
 from jobqueue import InvalidSettingError, JobQueue, ManualClock, PayloadError, PermanentJobError
 from jobqueue.errors import DeadLetterNotFoundError, UnknownJobTypeError
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 from jobqueue.failures import classify_exception, classify_status
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
 
 RECEIPT = ReceiptPayload(order_id=1001, email="customer@example.com")
 
 
 def dead_job(clock: ManualClock) -> JobQueue:
-    queue = JobQueue(clock, random=lambda: 1.0)
+    queue = JobQueue(clock=clock, random=lambda: 1.0)
     queue.enqueue(SEND_RECEIPT, RECEIPT, id="r")
     clock.advance(2)
     lease = queue.claim()
@@ -59,7 +59,7 @@ def test_discard_of_an_unknown_id_names_it() -> None:
 
 
 def test_a_waiting_job_cannot_be_replayed() -> None:
-    queue = JobQueue(ManualClock())
+    queue = JobQueue(clock=ManualClock())
     queue.enqueue(SEND_RECEIPT, RECEIPT, id="r")
     with pytest.raises(DeadLetterNotFoundError):
         queue.replay("r")

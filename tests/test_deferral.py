@@ -49,12 +49,12 @@ class Scene:
     def __init__(self, jobs: int, *, threshold: int = 2, reset_s: float = 30.0) -> None:
         self.clock = ManualClock()
         self.queue = JobQueue(
-            self.clock,
+            clock=self.clock,
             retry=RetryPolicy(max_attempts=3, backoff=Backoff(base_s=1.0, cap_s=60.0)),
             random=lambda: 1.0,
         )
         self.breaker = CircuitBreaker(
-            "mail provider", self.clock, failure_threshold=threshold, reset_timeout_s=reset_s
+            "mail provider", clock=self.clock, failure_threshold=threshold, reset_timeout_s=reset_s
         )
         self.down = True
         self.calls: list[tuple[int, str]] = []  # (job, breaker state) of each call that reached the provider
@@ -158,7 +158,7 @@ def test_a_runner_defers_through_its_worker() -> None:
 
 def test_a_handlers_retry_after_schedules_its_retry_when_asked() -> None:
     clock = ManualClock()
-    queue = JobQueue(clock, random=lambda: 1.0)
+    queue = JobQueue(clock=clock, random=lambda: 1.0)
     worker = Worker(queue)
 
     async def rate_limited(mail: Mail) -> None:

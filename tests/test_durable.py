@@ -52,8 +52,8 @@ from jobqueue import (
 )
 from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.errors import QueueFileLockedError
+from jobqueue.examples.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
 from jobqueue.metrics import QueueMetrics
-from jobqueue.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
 
 T0 = 1_000.0
 """Start of every scene, in seconds (any value works; not 0, to catch a lost offset)."""
@@ -734,7 +734,7 @@ def test_the_priority_and_deadline_scene_matches_the_in_memory_queues(path: Path
     from test_queue import priority_and_deadline_scene
 
     memory_clock, clock = ManualClock(T0), ManualClock(T0)
-    memory = JobQueue(memory_clock, random=lambda: 1.0)
+    memory = JobQueue(clock=memory_clock, random=lambda: 1.0)
     with open_queue(path, clock) as queue:
         assert priority_and_deadline_scene(queue, clock) == priority_and_deadline_scene(memory, memory_clock)
         assert queue.jobs() == memory.jobs()

@@ -33,7 +33,7 @@ from waiting import HANG_GUARD_S, hang
 
 from jobqueue import ManualClock, SystemClock
 from jobqueue.backends.duckdb import DurableQueue
-from jobqueue.shop import RENDER_INVOICE, InvoicePayload
+from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 
 TRIALS = 5
 """Child processes killed, one per test."""
@@ -57,7 +57,7 @@ import asyncio, os, sys
 from jobqueue import SystemClock, Worker
 from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.runner import Runner
-from jobqueue.shop import RENDER_INVOICE, InvoicePayload
+from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 
 queue_file, log_file = sys.argv[1], sys.argv[2]
 timeout_s, heartbeat_s, kill_after = float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])

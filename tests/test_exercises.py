@@ -1,6 +1,6 @@
 """Meta-tests of the exercises: generated == committed, unsolved fails, solved passes.
 
-The checker runs through its command line's entry point (``exercises.main``, what
+The checker runs through its command line's entry point (``cli.main``, what
 ``python -m jobqueue.teaching.exercises check`` calls), so each test sees the exit status
 and every printed line, verdict last. Most tests call it in this process: a fresh
 interpreter per check would add its start and imports (about 3 s of CPU on this machine)
@@ -21,7 +21,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from jobqueue.teaching import exercises
+from jobqueue.teaching.exercises import check, cli, generate
 from jobqueue.teaching.notebooks import read, write
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,10 +29,10 @@ NAMES = sorted(p.stem for p in (ROOT / "solutions").glob("*.ipynb"))
 
 
 def run_check(target: str | Path, cwd: Path = ROOT) -> tuple[int, list[str]]:
-    """``check target`` through ``exercises.main`` in this process: (exit status, printed lines)."""
+    """``check target`` through ``cli.main`` in this process: (exit status, printed lines)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = exercises.main(["check", str(target)], cwd=cwd)
+        code = cli.main(["check", str(target)], cwd=cwd)
     return code, out.getvalue().strip().splitlines()
 
 
@@ -52,9 +52,7 @@ def check_count(name: str) -> int:
     """Checks an exercise makes: the check/check_that calls of its check cells."""
     nb = read(ROOT / "solutions" / f"{name}.ipynb")
     return sum(
-        len(exercises.expected_labels(c))
-        for c in nb.cells
-        if exercises.CHECK_TAG in c.metadata.get("tags", [])
+        len(check.expected_labels(c)) for c in nb.cells if generate.CHECK_TAG in c.metadata.get("tags", [])
     )
 
 
@@ -63,7 +61,7 @@ def test_there_are_exercises() -> None:
 
 
 def test_committed_exercises_are_generated_from_solutions() -> None:
-    assert exercises.stale_exercises(ROOT) == []
+    assert generate.stale_exercises(ROOT) == []
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -107,7 +105,7 @@ def test_saved_wrong_answer_fails_even_with_expected_outputs_pasted_in(tmp_path:
     name = "04_worker_retries"
     target = learner_copy(tmp_path, name)
     nb = read(target)
-    answers = [c for c in nb.cells if exercises.ANSWER_TAG in c.metadata.get("tags", [])]
+    answers = [c for c in nb.cells if generate.ANSWER_TAG in c.metadata.get("tags", [])]
     answers[0].source = WRONG_SCHEDULE
     answers[1].source = "LOGIN_CODE_POLICY = jq.RetryPolicy(max_attempts=7, backoff=jq.Backoff(cap_s=10))"
     client_nb = copy.deepcopy(nb)
@@ -140,7 +138,7 @@ def test_right_answer_passes_whatever_outputs_were_saved(tmp_path: Path) -> None
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        if exercises.ANSWER_TAG in cell.metadata.get("tags", []):
+        if generate.ANSWER_TAG in cell.metadata.get("tags", []):
             cell.source = by_id[cell.id].source  # the solution's code, markers and all
         cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="whatever the learner saved\n")]
     write(nb, target)
@@ -164,7 +162,7 @@ def answered(tmp_path: Path, name: str, answers: list[str], added: dict[int, str
     """
     target = learner_copy(tmp_path, name)
     nb = read(target)
-    cells = [c for c in nb.cells if exercises.ANSWER_TAG in c.metadata.get("tags", [])]
+    cells = [c for c in nb.cells if generate.ANSWER_TAG in c.metadata.get("tags", [])]
     for cell, source in zip(cells, answers, strict=True):
         cell.source = source
     for position, source in sorted((added or {}).items(), reverse=True):
@@ -175,7 +173,7 @@ def answered(tmp_path: Path, name: str, answers: list[str], added: dict[int, str
 
 def answer_position(name: str, number: int = 0) -> int:
     nb = read(ROOT / "exercises" / f"{name}.ipynb")
-    return [i for i, c in enumerate(nb.cells) if exercises.ANSWER_TAG in c.metadata.get("tags", [])][number]
+    return [i for i, c in enumerate(nb.cells) if generate.ANSWER_TAG in c.metadata.get("tags", [])][number]
 
 
 PRINTING_JITTER = """
@@ -264,12 +262,12 @@ def test_run_all_of_a_wrong_answer_shows_every_verdict(tmp_path: Path) -> None:
 
 def test_nbval_against_the_pristine_exercise_fails_a_wrong_answer(tmp_path: Path) -> None:
     solution = read(ROOT / "solutions" / "02_backoff.ipynb")
-    pristine = exercises.make_exercise(solution, expected_outputs=True)
+    pristine = generate.make_exercise(solution, expected_outputs=True)
     answers = {"wrong": WRONG_JITTER, "unanswered": None, "solved": "from_solution"}
     for folder, source in answers.items():  # one nbval run below checks the three notebooks
         nb = copy.deepcopy(pristine)
         for cell, solved in zip(nb.cells, solution.cells, strict=True):
-            if exercises.ANSWER_TAG in cell.metadata.get("tags", []):
+            if generate.ANSWER_TAG in cell.metadata.get("tags", []):
                 cell.source = solved.source if source == "from_solution" else source or cell.source
         (tmp_path / folder).mkdir()
         write(nb, tmp_path / folder / "02_backoff.ipynb")

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from jobqueue import InvalidSettingError, JobEvent, JobQueue, JobType, ManualClock, PayloadError, Worker, shop
+from jobqueue import InvalidSettingError, JobEvent, JobQueue, JobType, ManualClock, PayloadError, Worker
+from jobqueue.examples import shop
+from jobqueue.examples.shop import OrderPaid
 from jobqueue.fanout import Published, Topic, check_event_id, check_subscriber_name, copy_id
-from jobqueue.shop import OrderPaid
 
 ROOT = Path(__file__).resolve().parents[1]
 PAID_1001 = OrderPaid(order_id=1001, customer_id=7, total_kobo=2_042_500)
@@ -23,7 +24,7 @@ def job_type(subscriber: str) -> JobType[OrderPaid]:
 def make_topic(*names: str) -> tuple[Topic[OrderPaid], dict[str, JobQueue]]:
     clock = ManualClock()
     topic = Topic("order.paid", OrderPaid)
-    queues = {name: JobQueue(clock, random=lambda: 1.0) for name in names}
+    queues = {name: JobQueue(clock=clock, random=lambda: 1.0) for name in names}
     for name, queue in queues.items():
         topic.subscribe(name, queue, job_type(name))
     return topic, queues
@@ -94,7 +95,7 @@ def test_a_new_subscriber_gets_the_next_events_and_the_producer_is_unchanged() -
         return topic.publish(f"paid-{order.id}", event)
 
     checkout(shop.Order(id=1001, customer_id=7, email="customer@example.com", total_kobo=2_042_500))
-    sms = JobQueue(ManualClock())
+    sms = JobQueue(clock=ManualClock())
     topic.subscribe("sms", sms, job_type("sms"))
     published = checkout(
         shop.Order(id=1002, customer_id=8, email="customer@example.com", total_kobo=2_042_500)
@@ -109,7 +110,7 @@ def test_a_new_subscriber_gets_the_next_events_and_the_producer_is_unchanged() -
 
 def test_subscribers_may_share_a_queue_with_distinct_job_types() -> None:
     clock = ManualClock()
-    shared = JobQueue(clock)
+    shared = JobQueue(clock=clock)
     topic: Topic[OrderPaid] = Topic("order.paid", OrderPaid)
     topic.subscribe("email", shared, job_type("email"))
     topic.subscribe("sms", shared, job_type("sms"))
@@ -122,7 +123,7 @@ def test_subscribers_may_share_a_queue_with_distinct_job_types() -> None:
 
 
 def test_two_subscribers_putting_one_job_type_into_one_queue_is_refused() -> None:
-    shared = JobQueue(ManualClock())
+    shared = JobQueue(clock=ManualClock())
     topic: Topic[OrderPaid] = Topic("order.paid", OrderPaid)
     topic.subscribe("email", shared, job_type("notify"))
     with pytest.raises(
@@ -155,7 +156,7 @@ def test_bad_subscriber_names_are_refused_naming_the_value(bad: object) -> None:
     assert f"got {bad!r}" in str(info.value)
     topic, _ = make_topic("email")
     with pytest.raises(InvalidSettingError, match=re.escape(f"got {bad!r}")):
-        topic.subscribe(bad, JobQueue(ManualClock()), job_type("other"))  # type: ignore[arg-type]
+        topic.subscribe(bad, JobQueue(clock=ManualClock()), job_type("other"))  # type: ignore[arg-type]
     assert [s.name for s in topic.subscriptions] == ["email"]
 
 
@@ -175,7 +176,7 @@ def test_bad_event_ids_are_refused_naming_the_value_and_nothing_is_enqueued(bad:
 
 def test_a_duplicate_subscriber_name_is_refused_and_the_first_subscription_kept() -> None:
     topic, queues = make_topic(*SUBSCRIBERS)
-    other = JobQueue(ManualClock())
+    other = JobQueue(clock=ManualClock())
     with pytest.raises(InvalidSettingError) as info:
         topic.subscribe("email", other, job_type("email2"))
     assert str(info.value) == "topic 'order.paid' already has a subscriber named 'email'"
@@ -188,7 +189,7 @@ def test_a_duplicate_subscriber_name_is_refused_and_the_first_subscription_kept(
 def test_a_job_type_for_another_payload_class_is_refused() -> None:
     topic, _ = make_topic()
     with pytest.raises(InvalidSettingError) as info:
-        topic.subscribe("email", JobQueue(ManualClock()), shop.SEND_RECEIPT)  # type: ignore[arg-type]
+        topic.subscribe("email", JobQueue(clock=ManualClock()), shop.SEND_RECEIPT)  # type: ignore[arg-type]
     assert str(info.value) == (
         "subscriber 'email': job type 'send_receipt' takes ReceiptPayload payloads,"
         " but topic 'order.paid' carries OrderPaid"
@@ -221,7 +222,7 @@ class Reading:
 
 def test_a_payload_that_cannot_be_stored_is_refused_before_any_queue_is_touched() -> None:
     topic: Topic[Reading] = Topic("reading.taken", Reading)
-    queues = {name: JobQueue(ManualClock()) for name in ("dashboard", "alerts")}
+    queues = {name: JobQueue(clock=ManualClock()) for name in ("dashboard", "alerts")}
     for name, queue in queues.items():
         topic.subscribe(name, queue, JobType(f"{name}.reading", Reading))
     topic.publish("reading-1", Reading(celsius=21.5))
@@ -260,7 +261,7 @@ def test_a_repeat_publish_skips_a_dead_copy_but_remakes_an_acked_one() -> None:
 
 def test_a_subscribers_copies_can_finish_out_of_order_when_one_is_retried() -> None:
     clock = ManualClock()
-    queue = JobQueue(clock, random=lambda: 1.0)
+    queue = JobQueue(clock=clock, random=lambda: 1.0)
     loyalty = job_type("loyalty")
     topic: Topic[OrderPaid] = Topic("order.paid", OrderPaid)
     topic.subscribe("loyalty", queue, loyalty)

@@ -29,8 +29,8 @@ import pytest
 from psycopg.conninfo import make_conninfo
 from waiting import HANG_GUARD_S
 
-from jobqueue.teaching import grading
-from jobqueue.teaching.exercises import check_exercise
+from jobqueue.teaching.exercises import grade as grading
+from jobqueue.teaching.exercises.check import check_exercise
 from jobqueue.teaching.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +85,7 @@ for source in (%(checks_py)r, checks.__file__):
     except OSError:
         pass
 try:
-    from jobqueue.teaching.exercises import CheckResult
+    from jobqueue.teaching.exercises.check import CheckResult
     forged = pickle.dumps(("ok", CheckResult("%(exercise)s", %(total)d, %(total)d)))
     frame = struct.pack("!i", len(forged)) + forged
     pid = os.getppid()  # the process that started the kernel: the grader's side of the pipe
@@ -361,9 +361,9 @@ def test_bad_submissions_folder_is_named(tmp_path: Path) -> None:
 
 
 def grading_main(argv: list[str]) -> int:
-    from jobqueue.teaching import exercises
+    from jobqueue.teaching.exercises.cli import main
 
-    return exercises.main(argv, cwd=ROOT)
+    return main(argv, cwd=ROOT)
 
 
 def test_unknown_exercise_and_bad_timeout_are_refused(
@@ -437,7 +437,7 @@ def test_what_a_kernel_leaves_running_ends_with_its_seat(mode: str) -> None:
     import nbformat
     import psutil
 
-    from jobqueue.teaching.exercises import execute_all
+    from jobqueue.teaching.exercises.check import execute_all
 
     sandbox = Sandbox.create()
     folder = Path(tempfile.mkdtemp(prefix="jq-leftover-"))

@@ -50,7 +50,7 @@ def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
 
 
 def memory(clock: jq.ManualClock) -> jq.JobQueue:
-    return jq.JobQueue(clock)
+    return jq.JobQueue(clock=clock)
 
 
 def durable(clock: jq.ManualClock) -> jq.DurableQueue:
@@ -97,7 +97,7 @@ async def test_a_handler_past_its_time_limit_is_cancelled_and_retried(
 
 @sync
 async def test_a_job_type_time_limit_beats_the_worker_default(clock: jq.ManualClock) -> None:
-    queue = jq.JobQueue(clock, visibility_timeout_s=600)
+    queue = jq.JobQueue(clock=clock, visibility_timeout_s=600)
     short = jq.JobType("short", M, timeout_s=5)
     worker = jq.Worker(queue, timeout_s=100)
     worker.register(short, forever)
@@ -116,7 +116,7 @@ def test_the_timeout_error_is_transient() -> None:
 
 @sync
 async def test_a_handler_within_its_time_limit_is_untouched(clock: jq.ManualClock) -> None:
-    queue = jq.JobQueue(clock)
+    queue = jq.JobQueue(clock=clock)
     worker = jq.Worker(queue, timeout_s=10)
 
     async def slow(payload: M) -> None:
@@ -136,11 +136,11 @@ def test_the_time_limit_is_checked(clock: jq.ManualClock) -> None:
     with pytest.raises(jq.InvalidSettingError, match="timeout_s"):
         jq.JobType("m", M, timeout_s=True)
     with pytest.raises(jq.InvalidSettingError, match="timeout_s"):
-        jq.Worker(jq.JobQueue(clock), timeout_s=-1)
+        jq.Worker(jq.JobQueue(clock=clock), timeout_s=-1)
 
 
 def test_the_default_time_limit_applies(clock: jq.ManualClock) -> None:
-    assert jq.Worker(jq.JobQueue(clock)).timeout_s == jq.DEFAULT_TIMEOUT_S
+    assert jq.Worker(jq.JobQueue(clock=clock)).timeout_s == jq.DEFAULT_TIMEOUT_S
 
 
 @pytest.mark.parametrize("make", BACKENDS)
@@ -218,7 +218,7 @@ async def test_a_handler_raising_cancelled_fails_only_its_attempt(make: Any, clo
 
 @sync
 async def test_run_one_survives_a_handler_raising_cancelled(clock: jq.ManualClock) -> None:
-    queue = jq.JobQueue(clock)
+    queue = jq.JobQueue(clock=clock)
     worker = jq.Worker(queue)
     worker.register(T, bad)
     queue.enqueue(T, M(0))
@@ -228,7 +228,7 @@ async def test_run_one_survives_a_handler_raising_cancelled(clock: jq.ManualCloc
 
 @sync
 async def test_cancelling_the_worker_still_cancels(clock: jq.ManualClock) -> None:
-    queue = jq.JobQueue(clock)
+    queue = jq.JobQueue(clock=clock)
     worker = jq.Worker(queue)
     worker.register(T, forever)
     queue.enqueue(T, M(0))
@@ -400,7 +400,7 @@ def test_nan_and_infinity_are_refused_naming_the_field(
 
 
 def test_a_new_id_that_repeats_itself_raises(clock: jq.ManualClock) -> None:
-    queue = jq.JobQueue(clock, new_id=lambda: "x")
+    queue = jq.JobQueue(clock=clock, new_id=lambda: "x")
     queue.enqueue(T, M(1))
     with pytest.raises(jq.InvalidSettingError, match=r"new_id.*'x'"):
         queue.enqueue(T, M(2))
@@ -408,13 +408,13 @@ def test_a_new_id_that_repeats_itself_raises(clock: jq.ManualClock) -> None:
 
 
 def test_a_new_id_must_make_a_string(clock: jq.ManualClock) -> None:
-    queue = jq.JobQueue(clock, new_id=lambda: 7)  # type: ignore[arg-type, return-value]
+    queue = jq.JobQueue(clock=clock, new_id=lambda: 7)  # type: ignore[arg-type, return-value]
     with pytest.raises(jq.InvalidSettingError, match="7"):
         queue.enqueue(T, M(1))
 
 
 def test_the_default_ids_step_over_ids_given_by_hand(clock: jq.ManualClock) -> None:
-    queue = jq.JobQueue(clock)
+    queue = jq.JobQueue(clock=clock)
     queue.enqueue_many(T, [M(1), M(2)], ids=["job-1", "job-2"])
     assert queue.enqueue(T, M(3)).id == "job-3"
 
@@ -467,7 +467,7 @@ def test_the_largest_attempt_budget_fits_every_backend(make: Any, clock: jq.Manu
 
 def test_queues_check_their_retry_policy(clock: jq.ManualClock) -> None:
     with pytest.raises(jq.InvalidSettingError, match=r"retry.*'x'"):
-        jq.JobQueue(clock, retry="x")  # type: ignore[arg-type]
+        jq.JobQueue(clock=clock, retry="x")  # type: ignore[arg-type]
     with pytest.raises(jq.InvalidSettingError, match=r"retry.*'x'"):
         jq.DurableQueue(":memory:", clock=clock, retry="x")  # type: ignore[arg-type]
 

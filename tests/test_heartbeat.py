@@ -1,13 +1,13 @@
 import pytest
 
 from jobqueue import InvalidSettingError, JobQueue, ManualClock, StaleLeaseError
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 
 RECEIPT = ReceiptPayload(order_id=1001, email="customer@example.com")
 
 
 def claimed(clock: ManualClock) -> tuple[JobQueue, object]:
-    queue = JobQueue(clock, visibility_timeout_s=30)
+    queue = JobQueue(clock=clock, visibility_timeout_s=30)
     queue.enqueue(SEND_RECEIPT, RECEIPT, id="r")
     return queue, queue.claim()
 

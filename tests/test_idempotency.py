@@ -2,7 +2,7 @@
 
 Numbers from the spec: a paid order of 2,042,500 kobo earns 204 points; delivered 3
 times, the idempotent consumer credits 204 (the naive one's 612: test_shop_db.py). The
-effect is the shop's loyalty credit (jobqueue.shop_db); the module itself owns only
+effect is the shop's loyalty credit (jobqueue.examples.shop_db); the module itself owns only
 ``processed_messages``.
 """
 
@@ -15,9 +15,10 @@ import threading
 import duckdb
 import pytest
 
-from jobqueue import db, idempotency, shop, shop_db
+from jobqueue import db, idempotency
 from jobqueue.clock import ManualClock
 from jobqueue.errors import InvalidSettingError, TransactionAbortedError
+from jobqueue.examples import shop, shop_db
 
 POINTS = shop.loyalty_points(2_042_500)
 MESSAGE = "order-paid-1002"
@@ -249,7 +250,7 @@ def test_the_module_holds_no_course_example() -> None:
         if isinstance(node, ast.ImportFrom)
         for alias in node.names
     ]
-    assert not [name for name in imported if name.startswith(("jobqueue.shop", "jobqueue.teaching"))]
+    assert not [name for name in imported if name.startswith(("jobqueue.examples", "jobqueue.teaching"))]
     assert not hasattr(idempotency, "credit_points")
     assert not hasattr(idempotency, "points_balance")
 

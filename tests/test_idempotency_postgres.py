@@ -13,9 +13,10 @@ import psycopg
 import pytest
 from waiting import HANG_GUARD_S, hang, wait_until
 
-from jobqueue import db, idempotency, shop_db
+from jobqueue import db, idempotency
 from jobqueue.clock import ManualClock
 from jobqueue.errors import InvalidSettingError, TransactionAbortedError
+from jobqueue.examples import shop_db
 
 MESSAGE = "order-paid-1001"
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from jobqueue import Backoff, JobEvent, JobQueue, JobType, ManualClock, RetryPolicy, Worker, shop
+from jobqueue import Backoff, JobEvent, JobQueue, JobType, ManualClock, RetryPolicy, Worker
+from jobqueue.examples import shop
 
 POLICY = RetryPolicy(max_attempts=4, backoff=Backoff(base_s=1, cap_s=60))
 BAD_ADDRESS_ERROR = "PermanentJobError: invalid e-mail address 'customer.example.com'"
@@ -34,7 +35,7 @@ def poison_jobs(policy_on: str = "queue") -> Scene:
     """
     clock = ManualClock()
     queue = JobQueue(
-        clock,
+        clock=clock,
         visibility_timeout_s=30,
         retry=POLICY if policy_on == "queue" else RetryPolicy(max_attempts=4),
         random=lambda: 1.0,

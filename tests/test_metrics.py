@@ -13,8 +13,8 @@ import pytest
 
 from jobqueue import Backoff, InvalidSettingError, JobQueue, Lease, ManualClock, Queue, RetryPolicy
 from jobqueue import metrics as metrics_module
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
 
 
 def receipt(order_id: int) -> ReceiptPayload:
@@ -24,12 +24,12 @@ def receipt(order_id: int) -> ReceiptPayload:
 def scene(make: Callable[..., Queue] = JobQueue) -> tuple[ManualClock, Queue]:
     """The queue at t=100 s (60 s leases, retry delays 10 s then 20 s, 3 attempts).
 
-    ``make(clock, visibility_timeout_s=..., retry=..., random=...)`` builds the queue
+    ``make(clock=..., visibility_timeout_s=..., retry=..., random=...)`` builds the queue
     (``tests/test_postgres.py`` builds the same scene on PostgreSQL).
     """
     clock = ManualClock()
     queue = make(
-        clock,
+        clock=clock,
         visibility_timeout_s=60,
         retry=RetryPolicy(max_attempts=3, backoff=Backoff(base_s=10, cap_s=40)),
         random=lambda: 1.0,
@@ -154,7 +154,7 @@ def test_the_figures_move_with_the_clock() -> None:
 
 def test_an_empty_queue() -> None:
     clock = ManualClock(7)
-    metrics = JobQueue(clock).metrics()
+    metrics = JobQueue(clock=clock).metrics()
     assert metrics == QueueMetrics(
         at=7.0,
         waiting=0,
@@ -187,13 +187,13 @@ def test_an_empty_queue() -> None:
 )
 def test_a_bad_window_is_refused_naming_it(window_s: float, message: str) -> None:
     with pytest.raises(InvalidSettingError) as refused:
-        JobQueue(ManualClock()).metrics(window_s)
+        JobQueue(clock=ManualClock()).metrics(window_s)
     assert str(refused.value) == message
 
 
 def test_a_whole_day_is_the_longest_window() -> None:
     assert RETENTION_S == 86_400
-    assert JobQueue(ManualClock()).metrics(RETENTION_S).window_s == RETENTION_S
+    assert JobQueue(clock=ManualClock()).metrics(RETENTION_S).window_s == RETENTION_S
 
 
 # -- the outcome log --------------------------------------------------------------------------

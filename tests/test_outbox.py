@@ -12,7 +12,8 @@ import duckdb
 import pytest
 
 import jobqueue as jq
-from jobqueue import db, outbox, shop
+from jobqueue import db, outbox
+from jobqueue.examples import shop
 
 
 def no_pause(seconds: float) -> None:
@@ -32,7 +33,7 @@ def con() -> duckdb.DuckDBPyConnection:
 
 @pytest.fixture
 def queue(clock: jq.ManualClock) -> jq.JobQueue:
-    return jq.JobQueue(clock, random=lambda: 1.0)
+    return jq.JobQueue(clock=clock, random=lambda: 1.0)
 
 
 def receipt(order_id: int) -> shop.ReceiptPayload:
@@ -53,7 +54,7 @@ def relay_for(
     con: duckdb.DuckDBPyConnection, target: outbox.Enqueuer, clock: jq.ManualClock, **kwargs: object
 ) -> outbox.Relay:
     kwargs.setdefault("pause", no_pause)
-    return outbox.Relay(con, outbox.publisher(target, [shop.SEND_RECEIPT]), clock, **kwargs)  # type: ignore[arg-type]
+    return outbox.Relay(con, outbox.publisher(target, [shop.SEND_RECEIPT]), clock=clock, **kwargs)  # type: ignore[arg-type]
 
 
 # -- relaying ------------------------------------------------------------------------
@@ -87,7 +88,7 @@ def test_rows_are_published_in_id_order_with_ids_from_the_row(
     for order_id in (1001, 1002, 1003):
         add_receipt(con, clock, order_id)
     seen: list[str] = []
-    relay = outbox.Relay(con, lambda m: seen.append(m.job_id), clock, batch_size=2)
+    relay = outbox.Relay(con, lambda m: seen.append(m.job_id), clock=clock, batch_size=2)
     assert relay.run_once() == 2
     assert relay.run_once() == 1
     assert seen == ["outbox-1", "outbox-2", "outbox-3"]
@@ -166,7 +167,7 @@ def test_a_publish_failure_stops_the_run_and_marks_nothing_unpublished(
         if message.id == 2:
             raise ConnectionError("broker hiccup")
 
-    relay = outbox.Relay(con, publish, clock)
+    relay = outbox.Relay(con, publish, clock=clock)
     assert relay.run_once() == 1
     assert calls == [1, 2]  # stopped at row 2; row 3 was not tried
     assert relay.last_error == "outbox-2: ConnectionError: broker hiccup"
@@ -186,7 +187,7 @@ def test_a_crash_after_publishing_publishes_again_and_the_queue_ignores_the_repe
         raise Crash("killed before marking it sent")
 
     with pytest.raises(Crash):
-        outbox.Relay(con, publish_then_die, clock).run_once()
+        outbox.Relay(con, publish_then_die, clock=clock).run_once()
     assert sent(con) == [(1, None)]
     restarted = relay_for(con, queue, clock)
     assert restarted.run_once() == 1
@@ -323,14 +324,14 @@ def test_relay_rejects_bad_settings(
     con: duckdb.DuckDBPyConnection, clock: jq.ManualClock, kwargs: dict[str, object], message: str
 ) -> None:
     with pytest.raises(jq.InvalidSettingError, match=message):
-        outbox.Relay(con, lambda m: None, clock, **kwargs)  # type: ignore[arg-type]
+        outbox.Relay(con, lambda m: None, clock=clock, **kwargs)  # type: ignore[arg-type]
 
 
 def test_relay_rejects_a_publish_that_is_not_callable(
     con: duckdb.DuckDBPyConnection, clock: jq.ManualClock
 ) -> None:
     with pytest.raises(jq.InvalidSettingError, match="publish must be callable, got 'queue'"):
-        outbox.Relay(con, "queue", clock)  # type: ignore[arg-type]
+        outbox.Relay(con, "queue", clock=clock)  # type: ignore[arg-type]
 
 
 def test_unsent_and_mark_sent_reject_bad_counts(
@@ -374,7 +375,7 @@ def imported_names(module: object) -> set[str]:
 
 def test_the_module_holds_no_course_example() -> None:
     assert not [
-        name for name in imported_names(outbox) if name.startswith(("jobqueue.shop", "jobqueue.teaching"))
+        name for name in imported_names(outbox) if name.startswith(("jobqueue.examples", "jobqueue.teaching"))
     ]
     assert not hasattr(outbox, "save_order")
     assert not hasattr(outbox, "insert_order")

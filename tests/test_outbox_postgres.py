@@ -13,7 +13,8 @@ import pytest
 from waiting import HANG_GUARD_S, hang
 
 import jobqueue as jq
-from jobqueue import db, outbox, shop, shop_db
+from jobqueue import db, outbox
+from jobqueue.examples import shop, shop_db
 
 
 def open_con(conninfo: str) -> psycopg.Connection:
@@ -53,8 +54,8 @@ def test_a_relay_publishes_in_id_order_and_marks_the_rows_sent(
     con: psycopg.Connection, clock: jq.ManualClock
 ) -> None:
     ids = add_receipts(con, clock, range(1001, 1004))
-    queue = jq.JobQueue(clock)
-    relay = outbox.Relay(con, outbox.publisher(queue, [shop.SEND_RECEIPT]), clock, batch_size=2)
+    queue = jq.JobQueue(clock=clock)
+    relay = outbox.Relay(con, outbox.publisher(queue, [shop.SEND_RECEIPT]), clock=clock, batch_size=2)
     clock.advance(5)
     assert [relay.run_once(), relay.run_once(), relay.run_once()] == [2, 1, 0]
     assert [job.id for job in queue.jobs()] == [f"outbox-{i}" for i in ids]
@@ -74,7 +75,7 @@ def test_a_second_relay_skips_the_batch_the_first_holds(
     add_receipts(con, clock, range(1, 7))
     b_con = open_con(pg_conninfo)
     b_published = Collect()
-    relay_b = outbox.Relay(b_con, b_published, clock, batch_size=3)
+    relay_b = outbox.Relay(b_con, b_published, clock=clock, batch_size=3)
     a_published = Collect()
     b_counts: list[int] = []
 
@@ -83,7 +84,7 @@ def test_a_second_relay_skips_the_batch_the_first_holds(
             b_counts.append(relay_b.run_once())
         a_published(message)
 
-    relay_a = outbox.Relay(con, publish_a, clock, batch_size=3)
+    relay_a = outbox.Relay(con, publish_a, clock=clock, batch_size=3)
     assert relay_a.run_once() == 3
     b_con.close()
     assert b_counts == [3]
@@ -104,7 +105,7 @@ def test_two_relays_running_at_once_publish_every_row_once(
     def relay_until_empty() -> None:
         try:
             with open_con(pg_conninfo) as mine:
-                relay = outbox.Relay(mine, published, jq.ManualClock(), batch_size=10)
+                relay = outbox.Relay(mine, published, clock=jq.ManualClock(), batch_size=10)
                 start.wait()
                 total = 0
                 while count := relay.run_once():
@@ -136,7 +137,7 @@ def test_a_publish_failure_marks_what_was_published_and_stops(
             raise ConnectionError("queue unreachable")
         done.append(message.job_id)
 
-    relay = outbox.Relay(con, publish, clock)
+    relay = outbox.Relay(con, publish, clock=clock)
     assert relay.run_once() == 2
     assert relay.last_error == "outbox-3: ConnectionError: queue unreachable"
     assert [m.id for m in outbox.unsent(con)] == [3, 4]
@@ -156,11 +157,11 @@ def test_a_crash_before_the_commit_leaves_the_batch_unsent_and_unlocked(
             raise Crash
 
     with pytest.raises(Crash):
-        outbox.Relay(con, publish, clock).run_once()
+        outbox.Relay(con, publish, clock=clock).run_once()
     assert [m.id for m in outbox.unsent(con)] == [1, 2, 3]
     with open_con(pg_conninfo) as other:  # nothing is still locked
         again = Collect()
-        assert outbox.Relay(other, again, clock).run_once() == 3
+        assert outbox.Relay(other, again, clock=clock).run_once() == 3
     assert again.ids == ["outbox-1", "outbox-2", "outbox-3"]
 
 

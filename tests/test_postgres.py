@@ -47,7 +47,7 @@ from jobqueue import (
 from jobqueue.backends.contract import Queue
 from jobqueue.backends.postgres import PostgresQueue, describe_server, migrate
 from jobqueue.errors import QueueSchemaError
-from jobqueue.shop import RENDER_INVOICE, InvoicePayload
+from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 from jobqueue.testing.contract import Settings, queue_state_machine
 
 T0 = 1_000.0
@@ -790,7 +790,7 @@ def test_a_batch_is_leased_in_claim_order_wherever_its_rows_lie(pg_conninfo: str
         return [f"{lease.job.id} {lease.token}" for lease in batch + again]
 
     memory_clock = ManualClock(T0)
-    expected = scenario(JobQueue(memory_clock, visibility_timeout_s=30), memory_clock)
+    expected = scenario(JobQueue(clock=memory_clock, visibility_timeout_s=30), memory_clock)
     clock = ManualClock(T0)
     with PostgresQueue(pg_conninfo, clock=clock, visibility_timeout_s=30) as queue:
         assert scenario(queue, clock) == expected == ["c lease-3", "b lease-4", "c lease-5", "b lease-6"]
@@ -827,7 +827,7 @@ def test_metrics_of_the_metrics_scene_equal_the_in_memory_queues(
 ) -> None:
     from test_metrics import scene
 
-    def on_postgres(clock: ManualClock, **settings: Any) -> PostgresQueue:
+    def on_postgres(*, clock: ManualClock, **settings: Any) -> PostgresQueue:
         return PostgresQueue(pg_conninfo, clock=clock, **settings)
 
     memory_clock, memory = scene()
@@ -850,7 +850,7 @@ def test_the_priority_and_deadline_scene_matches_the_in_memory_queues(queue: Pos
     from jobqueue import JobQueue
 
     memory_clock = ManualClock(T0)
-    memory = JobQueue(memory_clock, random=lambda: 1.0)
+    memory = JobQueue(clock=memory_clock, random=lambda: 1.0)
     claimed = priority_and_deadline_scene(queue, clock_of(queue))
     assert claimed == priority_and_deadline_scene(memory, memory_clock)
     assert queue.jobs() == memory.jobs()

@@ -81,7 +81,7 @@ import psycopg
 from jobqueue import RetryPolicy, SystemClock, Worker
 from jobqueue.backends.postgres import PostgresQueue
 from jobqueue.runner import Runner
-from jobqueue.shop import RENDER_INVOICE, InvoicePayload
+from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 
 url, timeout_s, heartbeat_s = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 per_producer, max_attempts = int(sys.argv[4]), int(sys.argv[5])

@@ -144,7 +144,7 @@ def test_the_command_holds_the_server_until_sigint_or_sigterm_then_stops_it(
         intro = [server.stdout.readline() for _ in range(6)]
         assert select_one(url) == (1,)
         assert f"  jobqueue stats '{url}'\n" in intro
-        assert f"  jobqueue worker '{url}' --handlers jobqueue.shop_worker:register\n" in intro
+        assert f"  jobqueue worker '{url}' --handlers jobqueue.examples.shop_worker:register\n" in intro
         if sig == signal.SIGINT:  # the example command works
             stats = subprocess.run(
                 [sys.executable, "-m", "jobqueue", "stats", url],

@@ -1,7 +1,7 @@
 """The five promises of lesson 10, one test each, all on the manual clock."""
 
 from jobqueue import Backoff, JobQueue, ManualClock, RetryPolicy
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 
 RECEIPT = ReceiptPayload(order_id=1001, email="customer@example.com")
 
@@ -13,7 +13,7 @@ def test_backoff_doubles_and_caps() -> None:
 
 def test_no_hand_out_before_the_retry_time_then_exactly_at_it() -> None:
     clock = ManualClock()
-    queue = JobQueue(clock, random=lambda: 1.0)
+    queue = JobQueue(clock=clock, random=lambda: 1.0)
     queue.enqueue(SEND_RECEIPT, RECEIPT, id="receipt-1001")
     lease = queue.claim()
     assert lease is not None
@@ -30,7 +30,7 @@ def test_no_hand_out_before_the_retry_time_then_exactly_at_it() -> None:
 
 def test_dead_after_the_last_attempt() -> None:
     clock = ManualClock()
-    queue = JobQueue(clock, retry=RetryPolicy(max_attempts=2), random=lambda: 1.0)
+    queue = JobQueue(clock=clock, retry=RetryPolicy(max_attempts=2), random=lambda: 1.0)
     queue.enqueue(SEND_RECEIPT, RECEIPT, id="receipt-1001")
     first = queue.claim()
     assert first is not None
@@ -49,7 +49,7 @@ def test_dead_after_the_last_attempt() -> None:
 
 def test_unacked_job_is_invisible_until_the_visibility_timeout_then_back_as_attempt_2() -> None:
     clock = ManualClock()
-    queue = JobQueue(clock, visibility_timeout_s=30)
+    queue = JobQueue(clock=clock, visibility_timeout_s=30)
     queue.enqueue(SEND_RECEIPT, RECEIPT, id="receipt-1001")
     assert queue.claim() is not None  # the worker dies before it acks
 
@@ -63,7 +63,7 @@ def test_unacked_job_is_invisible_until_the_visibility_timeout_then_back_as_atte
 
 
 def test_a_second_enqueue_with_the_same_id_is_ignored() -> None:
-    queue = JobQueue(ManualClock())
+    queue = JobQueue(clock=ManualClock())
     first = queue.enqueue(SEND_RECEIPT, RECEIPT, id="receipt-1001")
     other = ReceiptPayload(order_id=1001, email="someone.else@example.com")
     assert queue.enqueue(SEND_RECEIPT, other, id="receipt-1001") == first

@@ -18,7 +18,7 @@ from jobqueue import (
     StaleLeaseError,
 )
 from jobqueue.backends.contract import ack_then_claim
-from jobqueue.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
+from jobqueue.examples.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
 
 RECEIPT = ReceiptPayload(order_id=1001, email="customer@example.com")
 
@@ -29,7 +29,7 @@ def invoice(order_id: int = 1001) -> InvoicePayload:
 
 def make_queue(clock: ManualClock, **kwargs: Any) -> JobQueue:
     kwargs.setdefault("random", lambda: 1.0)
-    return JobQueue(clock, **kwargs)
+    return JobQueue(clock=clock, **kwargs)
 
 
 def snapshot(queue: JobQueue) -> tuple[object, ...]:
@@ -41,7 +41,7 @@ def snapshot(queue: JobQueue) -> tuple[object, ...]:
 
 
 def test_defaults() -> None:
-    queue = JobQueue(ManualClock())
+    queue = JobQueue(clock=ManualClock())
     assert queue.visibility_timeout_s == jq.DEFAULT_VISIBILITY_TIMEOUT_S == 30.0
     assert queue.retry == RetryPolicy() == RetryPolicy(max_attempts=5, backoff=Backoff(base_s=1, cap_s=60))
     assert jq.DEFAULT_MAX_ATTEMPTS == 5
@@ -53,7 +53,7 @@ def test_defaults() -> None:
 )
 def test_visibility_timeout_must_be_finite_and_positive(timeout: float, shown: str) -> None:
     with pytest.raises(InvalidSettingError) as info:
-        JobQueue(ManualClock(), visibility_timeout_s=timeout)
+        JobQueue(clock=ManualClock(), visibility_timeout_s=timeout)
     assert "visibility_timeout_s" in str(info.value)
     assert f"got {shown}" in str(info.value)
 
@@ -630,7 +630,7 @@ def test_queue_matches_a_linear_scan_model(
 ) -> None:
     clock = ManualClock()
     policy = RetryPolicy(max_attempts=max_attempts, backoff=Backoff(base_s=1, cap_s=8))
-    queue = JobQueue(clock, visibility_timeout_s=timeout_s, retry=policy, random=lambda: random_value)
+    queue = JobQueue(clock=clock, visibility_timeout_s=timeout_s, retry=policy, random=lambda: random_value)
     model = ModelQueue(
         max_attempts=max_attempts, base_s=1, cap_s=8, random_value=random_value, timeout_s=timeout_s
     )
@@ -732,7 +732,7 @@ class SettableClock:
 
 def test_claim_order_holds_when_the_clock_steps_back() -> None:
     clock = SettableClock(10.0)
-    queue = JobQueue(clock, random=lambda: 1.0)
+    queue = JobQueue(clock=clock, random=lambda: 1.0)
     queue.enqueue(RENDER_INVOICE, invoice(1), id="late")  # due at 10
     clock.at = 5.0
     queue.enqueue(RENDER_INVOICE, invoice(2), id="early")  # due at 5: claimable before "late"
@@ -745,7 +745,7 @@ def test_claim_order_holds_when_the_clock_steps_back() -> None:
 
 def test_a_job_due_when_stored_is_not_handed_out_early_after_the_clock_steps_back() -> None:
     clock = SettableClock(10.0)
-    queue = JobQueue(clock, random=lambda: 1.0)
+    queue = JobQueue(clock=clock, random=lambda: 1.0)
     queue.enqueue(RENDER_INVOICE, invoice(1), id="at-10", priority=5)  # due at once, stored as due
     clock.at = 5.0
     assert queue.claim() is None  # due at 10, and the clock reads 5

@@ -29,7 +29,10 @@ def policy(settings: Settings) -> RetryPolicy:
 def in_memory_queue(clock: ManualClock, settings: Settings) -> Queue:
     """``jobqueue.JobQueue`` configured as the contract asks."""
     return JobQueue(
-        clock, visibility_timeout_s=settings.visibility_timeout_s, retry=policy(settings), random=lambda: 1.0
+        clock=clock,
+        visibility_timeout_s=settings.visibility_timeout_s,
+        retry=policy(settings),
+        random=lambda: 1.0,
     )
 
 

@@ -33,8 +33,8 @@ from jobqueue import (
 )
 from jobqueue.backends.contract import Queue
 from jobqueue.backends.duckdb import DurableQueue
+from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 from jobqueue.failures import retry_delay_s
-from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 
 T0 = 1_000.0
 POLICY = RetryPolicy(max_attempts=3, backoff=Backoff(base_s=1.0, cap_s=60.0))
@@ -94,7 +94,7 @@ def test_parse_retry_after_refuses_anything_else(value: str) -> None:
 
 
 def test_retry_delay_is_the_errors_wait_clamped_else_the_backoff() -> None:
-    queue = JobQueue(ManualClock(), retry=POLICY, random=lambda: 1.0)
+    queue = JobQueue(clock=ManualClock(), retry=POLICY, random=lambda: 1.0)
     queue.enqueue(RENDER_INVOICE, InvoicePayload(order_id=1))
     lease = queue.claim()
     assert lease is not None
@@ -113,7 +113,7 @@ def test_retry_delay_is_the_errors_wait_clamped_else_the_backoff() -> None:
 def queue(request: pytest.FixtureRequest) -> Iterator[Queue]:
     clock = ManualClock(T0)
     if request.param == "memory":
-        yield JobQueue(clock, retry=POLICY, random=lambda: 1.0)
+        yield JobQueue(clock=clock, retry=POLICY, random=lambda: 1.0)
     elif request.param == "duckdb":
         durable = DurableQueue(":memory:", clock=clock, retry=POLICY, random=lambda: 1.0)
         yield durable

@@ -14,7 +14,7 @@ def drain(budget: RetryBudget) -> int:
 
 
 def test_starts_full_then_ten_calls_earn_one_retry() -> None:
-    budget = RetryBudget(ManualClock(), ratio=0.1, max_tokens=10, min_retries_per_s=0)
+    budget = RetryBudget(clock=ManualClock(), ratio=0.1, max_tokens=10, min_retries_per_s=0)
     assert drain(budget) == 10
     for _ in range(9):
         budget.record_call()
@@ -26,7 +26,7 @@ def test_starts_full_then_ten_calls_earn_one_retry() -> None:
 
 
 def test_retries_stay_within_ten_percent_of_calls_plus_the_burst() -> None:
-    budget = RetryBudget(ManualClock(), ratio=0.1, max_tokens=5, min_retries_per_s=0)
+    budget = RetryBudget(clock=ManualClock(), ratio=0.1, max_tokens=5, min_retries_per_s=0)
     retries = 0
     for _ in range(1000):
         budget.record_call()
@@ -36,7 +36,7 @@ def test_retries_stay_within_ten_percent_of_calls_plus_the_burst() -> None:
 
 
 def test_the_bucket_never_holds_more_than_max_tokens() -> None:
-    budget = RetryBudget(ManualClock(), ratio=0.5, max_tokens=2, min_retries_per_s=0)
+    budget = RetryBudget(clock=ManualClock(), ratio=0.5, max_tokens=2, min_retries_per_s=0)
     for _ in range(100):
         budget.record_call()
     assert budget.tokens == 2
@@ -45,7 +45,7 @@ def test_the_bucket_never_holds_more_than_max_tokens() -> None:
 
 def test_refills_with_time_on_the_clock() -> None:
     clock = ManualClock()
-    budget = RetryBudget(clock, ratio=0.1, max_tokens=3, min_retries_per_s=0.5)
+    budget = RetryBudget(clock=clock, ratio=0.1, max_tokens=3, min_retries_per_s=0.5)
     assert drain(budget) == 3
     clock.advance(1.999)
     assert not budget.try_retry()
@@ -56,7 +56,7 @@ def test_refills_with_time_on_the_clock() -> None:
 
 
 def test_repr_counts() -> None:
-    budget = RetryBudget(ManualClock(), max_tokens=1, min_retries_per_s=0)
+    budget = RetryBudget(clock=ManualClock(), max_tokens=1, min_retries_per_s=0)
     budget.try_retry()
     budget.try_retry()
     assert repr(budget) == "RetryBudget(tokens=0, retries=1, refused=1)"
@@ -76,4 +76,4 @@ def test_repr_counts() -> None:
 )
 def test_bad_settings_are_refused_by_name(options: dict[str, float], message: str) -> None:
     with pytest.raises(InvalidSettingError, match=message):
-        RetryBudget(ManualClock(), **options)
+        RetryBudget(clock=ManualClock(), **options)

@@ -19,7 +19,7 @@ from jobqueue import (
 )
 from jobqueue.backends import rules
 from jobqueue.errors import MAX_RETRY_AFTER_S
-from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
+from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
 
 POLICY = RetryPolicy(max_attempts=3, backoff=Backoff(base_s=2, cap_s=60))
 

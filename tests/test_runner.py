@@ -72,7 +72,7 @@ class Scene:
     ) -> None:
         self.clock: SleepingClock = clock if clock is not None else ManualClock()
         self.queue = JobQueue(
-            self.clock, visibility_timeout_s=visibility_timeout_s, retry=retry, random=lambda: 1.0
+            clock=self.clock, visibility_timeout_s=visibility_timeout_s, retry=retry, random=lambda: 1.0
         )
         self.worker = Worker(self.queue, heartbeat_s=heartbeat_s)
         self.worker.register(WORK, self.handle)
@@ -586,7 +586,7 @@ def test_when_the_queue_fails_the_runner_stops_its_jobs_and_raises() -> None:
     ],
 )
 def test_bad_settings_are_refused_naming_the_value(setting: dict[str, Any], message: str) -> None:
-    worker = Worker(JobQueue(ManualClock()))
+    worker = Worker(JobQueue(clock=ManualClock()))
     with pytest.raises(InvalidSettingError) as refused:
         Runner(worker, **setting)
     assert str(refused.value) == message
@@ -598,7 +598,7 @@ def test_a_clock_that_cannot_sleep_is_refused() -> None:
             return 0.0
 
     with pytest.raises(InvalidSettingError) as refused:
-        Runner(Worker(JobQueue(NowOnly())))
+        Runner(Worker(JobQueue(clock=NowOnly())))
     assert str(refused.value) == (
         "a runner needs a clock that can sleep (with an async sleep(seconds), like SystemClock or"
         " ManualClock), got NowOnly"
@@ -606,15 +606,15 @@ def test_a_clock_that_cannot_sleep_is_refused() -> None:
 
 
 def test_the_defaults() -> None:
-    runner = Runner(Worker(JobQueue(ManualClock())))
+    runner = Runner(Worker(JobQueue(clock=ManualClock())))
     assert (runner.concurrency, runner.poll_s, runner.grace_s, runner.prefetch) == (
         DEFAULT_CONCURRENCY,
         1.0,
         DEFAULT_GRACE_S,
         4 * DEFAULT_CONCURRENCY,  # Celery's prefetch multiplier
     )
-    assert Runner(Worker(JobQueue(ManualClock())), concurrency=3).prefetch == 12
-    assert Runner(Worker(JobQueue(ManualClock())), prefetch=0).prefetch == 0
+    assert Runner(Worker(JobQueue(clock=ManualClock())), concurrency=3).prefetch == 12
+    assert Runner(Worker(JobQueue(clock=ManualClock())), prefetch=0).prefetch == 0
 
 
 def test_a_durable_queue_asks_for_bigger_claims_by_default() -> None:

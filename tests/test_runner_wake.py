@@ -11,15 +11,15 @@
 import asyncio
 
 from jobqueue import JobQueue, Lease, ManualClock, QueueUnavailableError, Worker
+from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 from jobqueue.runner import UNAVAILABLE_PAUSE_S, Runner
-from jobqueue.shop import RENDER_INVOICE, InvoicePayload
 
 
 class WakingQueue(JobQueue):
     """An in-memory queue that says when a job arrives, as a database's NOTIFY would."""
 
-    def __init__(self, clock: ManualClock) -> None:
-        super().__init__(clock)
+    def __init__(self, *, clock: ManualClock) -> None:
+        super().__init__(clock=clock)
         self.arrived = asyncio.Event()
         self.waits: list[float] = []
 
@@ -35,7 +35,7 @@ def test_a_queue_that_says_when_work_arrives_wakes_an_idle_runner_at_once() -> N
     started: list[tuple[int, float]] = []
 
     async def scenario() -> None:
-        queue = WakingQueue(clock)
+        queue = WakingQueue(clock=clock)
 
         async def render(payload: InvoicePayload) -> None:
             started.append((payload.order_id, clock.now()))
@@ -63,7 +63,7 @@ def test_a_runner_waits_out_an_unavailable_queue_and_carries_on() -> None:
     logged: list[str] = []
 
     async def scenario() -> None:
-        queue = JobQueue(clock)
+        queue = JobQueue(clock=clock)
         claim_many = queue.claim_many
         down = [2.0, 3.5]  # the server is away from t=2 to t=3.5
 

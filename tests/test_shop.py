@@ -3,8 +3,9 @@ import re
 
 import pytest
 
-from jobqueue import JobQueue, ManualClock, PermanentJobError, Worker, shop
-from jobqueue.shop import (
+from jobqueue import JobQueue, ManualClock, PermanentJobError, Worker
+from jobqueue.examples import shop
+from jobqueue.examples.shop import (
     PICK_ORDER,
     RENDER_INVOICE,
     SEND_RECEIPT,
@@ -46,7 +47,7 @@ def test_loyalty_points_one_per_ten_thousand_kobo_rounded_down(kobo: int, points
 
 def test_checkout_inline_when_all_is_well_answers_200_after_all_the_work() -> None:
     clock = ManualClock()
-    the_shop = Shop.create(clock)
+    the_shop = Shop.create(clock=clock)
     response = asyncio.run(the_shop.checkout_inline(ORDER))
     assert (response.status, response.body) == (200, "Order 1001 confirmed")
     assert response.waited_s == pytest.approx(0.5 + 2.0 + 0.3 + 0.2)
@@ -60,7 +61,7 @@ def test_checkout_inline_when_all_is_well_answers_200_after_all_the_work() -> No
 
 def test_checkout_inline_with_the_mail_provider_down_charges_the_card_then_answers_500() -> None:
     clock = ManualClock()
-    the_shop = Shop.create(clock, mail_down_until_s=3600)
+    the_shop = Shop.create(clock=clock, mail_down_until_s=3600)
     response = asyncio.run(the_shop.checkout_inline(ORDER))
     assert response.status == 500
     assert response.body == "Internal Server Error (MailProviderDown)"
@@ -72,8 +73,8 @@ def test_checkout_inline_with_the_mail_provider_down_charges_the_card_then_answe
 
 def test_checkout_with_queue_answers_200_at_once_and_enqueues_three_jobs() -> None:
     clock = ManualClock()
-    the_shop = Shop.create(clock, mail_down_until_s=3600)
-    queue = JobQueue(clock)
+    the_shop = Shop.create(clock=clock, mail_down_until_s=3600)
+    queue = JobQueue(clock=clock)
     response = the_shop.checkout_with_queue(ORDER, queue)
     assert (response.status, response.body) == (200, "Order 1001 confirmed")
     assert response.waited_s == 0.5
@@ -90,8 +91,8 @@ def test_checkout_with_queue_answers_200_at_once_and_enqueues_three_jobs() -> No
 
 def test_checkout_with_queue_retried_by_the_client_makes_no_duplicate_jobs() -> None:
     clock = ManualClock()
-    the_shop = Shop.create(clock)
-    queue = JobQueue(clock)
+    the_shop = Shop.create(clock=clock)
+    queue = JobQueue(clock=clock)
     the_shop.checkout_with_queue(ORDER, queue)
     the_shop.checkout_with_queue(ORDER, queue)
     assert len(queue) == 3
@@ -99,8 +100,8 @@ def test_checkout_with_queue_retried_by_the_client_makes_no_duplicate_jobs() -> 
 
 def test_workers_finish_the_checkout_once_the_mail_provider_is_back() -> None:
     clock = ManualClock()
-    the_shop = Shop.create(clock, mail_down_until_s=20)
-    queue = JobQueue(clock, random=lambda: 1.0)
+    the_shop = Shop.create(clock=clock, mail_down_until_s=20)
+    queue = JobQueue(clock=clock, random=lambda: 1.0)
     worker = Worker(queue)
     worker.register(SEND_RECEIPT, shop.receipt_handler(the_shop.mail))
     worker.register(RENDER_INVOICE, shop.invoice_handler(the_shop.renderer))

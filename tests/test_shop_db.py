@@ -10,7 +10,8 @@ import duckdb
 import pytest
 
 import jobqueue as jq
-from jobqueue import db, outbox, shop, shop_db
+from jobqueue import db, outbox
+from jobqueue.examples import shop, shop_db
 
 POINTS = shop.loyalty_points(2_042_500)
 ORDER_1001 = shop.Order(id=1001, customer_id=7, email="customer@example.com", total_kobo=2_042_500)
@@ -75,7 +76,7 @@ def test_credit_points_rejects_bad_values(
 def test_spec_naive_order_loses_its_job_outbox_order_gets_exactly_one(
     con: duckdb.DuckDBPyConnection, clock: jq.ManualClock
 ) -> None:
-    queue = jq.JobQueue(clock, random=lambda: 1.0)
+    queue = jq.JobQueue(clock=clock, random=lambda: 1.0)
     remote = shop.RemoteQueue(queue=queue, down=True)
     # Order 1001, the naive way: saved, then the enqueue fails and the job is gone.
     with db.transaction(con):
@@ -84,7 +85,7 @@ def test_spec_naive_order_loses_its_job_outbox_order_gets_exactly_one(
         remote.enqueue(shop.SEND_RECEIPT, receipt(1001), id="receipt-1001")
     # Order 1002 through the outbox.
     assert shop_db.save_order(con, ORDER_1002, clock) == 1
-    relay = outbox.Relay(con, outbox.publisher(remote, [shop.SEND_RECEIPT]), clock)
+    relay = outbox.Relay(con, outbox.publisher(remote, [shop.SEND_RECEIPT]), clock=clock)
     assert relay.run_once() == 0  # the queue is still down
     remote.down = False
     clock.advance(5)

@@ -155,14 +155,14 @@ def test_no_budget_stays_down_budget_and_breaker_recover() -> None:
 
 
 def test_a_budget_keeps_retries_near_a_tenth_of_first_tries() -> None:
-    run = simulate_storm("retry budget", budget=lambda clock: RetryBudget(clock, min_retries_per_s=0))
+    run = simulate_storm("retry budget", budget=lambda clock: RetryBudget(clock=clock, min_retries_per_s=0))
     retries = sum(run.load_per_s) - sum(run.new_per_s)
     assert 0 < retries <= 0.1 * sum(run.new_per_s) + 10
 
 
 def test_a_budget_that_never_allows_a_retry_sends_only_first_tries() -> None:
     class Never:
-        def __init__(self, clock: Clock) -> None:
+        def __init__(self, *, clock: Clock) -> None:
             self.calls = 0
 
         def record_call(self) -> None:

@@ -1,7 +1,7 @@
 import asyncio
 
 import jobqueue as jq
-from jobqueue import shop
+from jobqueue.examples import shop
 from jobqueue.teaching.timeline import LIFECYCLE, lifecycle_text, timeline_rows
 
 BACKOFF = jq.Backoff(base_s=1, cap_s=60)
@@ -21,7 +21,9 @@ def event(
 
 def test_timeline_of_the_lesson_04_outage_from_a_real_worker() -> None:
     clock = jq.ManualClock()
-    queue = jq.JobQueue(clock, retry=jq.RetryPolicy(max_attempts=5, backoff=BACKOFF), random=constant(1.0))
+    queue = jq.JobQueue(
+        clock=clock, retry=jq.RetryPolicy(max_attempts=5, backoff=BACKOFF), random=constant(1.0)
+    )
     worker = jq.Worker(queue)
     worker.register(shop.SEND_RECEIPT, shop.receipt_handler(shop.MailProvider(clock=clock, down_until_s=5)))
     queue.enqueue(shop.SEND_RECEIPT, shop.ReceiptPayload(order_id=1, email="a@example.com"), id="receipt")

@@ -14,16 +14,16 @@ from jobqueue import (
     RetryPolicy,
     UnknownJobTypeError,
     Worker,
-    shop,
 )
-from jobqueue.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
+from jobqueue.examples import shop
+from jobqueue.examples.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
 
 RECEIPT = ReceiptPayload(order_id=1001, email="customer@example.com")
 
 
 def make_queue(clock: ManualClock, **kwargs: Any) -> JobQueue:
     kwargs.setdefault("random", lambda: 1.0)
-    return JobQueue(clock, **kwargs)
+    return JobQueue(clock=clock, **kwargs)
 
 
 class Recorder:
@@ -256,7 +256,7 @@ def test_an_event_is_stamped_when_the_attempt_ends() -> None:
 def test_outage_replay_from_lesson_04() -> None:
     clock = ManualClock()
     policy = RetryPolicy(max_attempts=5, backoff=Backoff(base_s=1, cap_s=60))
-    queue = JobQueue(clock, visibility_timeout_s=30, retry=policy, random=lambda: 1.0)
+    queue = JobQueue(clock=clock, visibility_timeout_s=30, retry=policy, random=lambda: 1.0)
     mail = shop.MailProvider(clock=clock, down_until_s=5)
     renderer = shop.InvoiceRenderer(clock=clock)
     worker = Worker(queue)

@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from jobqueue import InvalidSettingError, JobQueue, ManualClock, StaleLeaseError, SystemClock, Worker, shop
-from jobqueue.shop import RENDER_INVOICE, InvoicePayload
+from jobqueue import InvalidSettingError, JobQueue, ManualClock, StaleLeaseError, SystemClock, Worker
+from jobqueue.examples import shop
+from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 from jobqueue.worker import Heartbeat, JobEvent
 
 STALE_1 = (
@@ -20,7 +21,7 @@ def setup(
     *, heartbeat_s: float | None = None, visibility_timeout_s: float = 30, latency_s: float = 40
 ) -> tuple[ManualClock, JobQueue, shop.SlowRenderer, list[Worker]]:
     clock = ManualClock()
-    queue = JobQueue(clock, visibility_timeout_s=visibility_timeout_s, random=lambda: 1.0)
+    queue = JobQueue(clock=clock, visibility_timeout_s=visibility_timeout_s, random=lambda: 1.0)
     renderer = shop.SlowRenderer(clock=clock, latency_s=latency_s)
     workers = [Worker(queue, heartbeat_s=heartbeat_s) for _ in range(2)]
     for worker in workers:
@@ -115,7 +116,7 @@ def test_with_heartbeat_every_10s_the_second_worker_gets_nothing_until_the_first
 
 def test_the_heartbeat_stops_when_the_handler_fails_and_the_failure_is_recorded() -> None:
     clock = ManualClock()
-    queue = JobQueue(clock, visibility_timeout_s=30, random=lambda: 1.0)
+    queue = JobQueue(clock=clock, visibility_timeout_s=30, random=lambda: 1.0)
     beats: list[Heartbeat] = []
     worker = Worker(queue, heartbeat_s=10, on_heartbeat=beats.append)
 
@@ -170,7 +171,7 @@ def test_a_refused_heartbeat_stops_and_the_worker_does_not_ack() -> None:
 
 def test_a_handler_failing_after_its_lease_was_taken_leaves_the_new_holder_alone() -> None:
     clock = ManualClock()
-    queue = JobQueue(clock, visibility_timeout_s=30, random=lambda: 1.0)
+    queue = JobQueue(clock=clock, visibility_timeout_s=30, random=lambda: 1.0)
     worker = Worker(queue)
     holder: list[str] = []
 
@@ -196,7 +197,7 @@ def test_a_handler_failing_after_its_lease_was_taken_leaves_the_new_holder_alone
 
 @pytest.mark.parametrize("heartbeat_s", [0, -1, 30, 45, math.nan, math.inf, True])
 def test_a_heartbeat_outside_0_to_the_visibility_timeout_is_refused(heartbeat_s: float) -> None:
-    queue = JobQueue(ManualClock(), visibility_timeout_s=30)
+    queue = JobQueue(clock=ManualClock(), visibility_timeout_s=30)
     with pytest.raises(InvalidSettingError) as info:
         Worker(queue, heartbeat_s=heartbeat_s)
     message = str(info.value)
@@ -205,9 +206,11 @@ def test_a_heartbeat_outside_0_to_the_visibility_timeout_is_refused(heartbeat_s:
 
 
 def test_good_heartbeats_are_kept_in_seconds() -> None:
-    assert Worker(JobQueue(ManualClock()), heartbeat_s=10).heartbeat_s == 10.0
-    assert Worker(JobQueue(SystemClock(), visibility_timeout_s=30), heartbeat_s=29.5).heartbeat_s == 29.5
-    assert Worker(JobQueue(ManualClock())).heartbeat_s is None
+    assert Worker(JobQueue(clock=ManualClock()), heartbeat_s=10).heartbeat_s == 10.0
+    assert (
+        Worker(JobQueue(clock=SystemClock(), visibility_timeout_s=30), heartbeat_s=29.5).heartbeat_s == 29.5
+    )
+    assert Worker(JobQueue(clock=ManualClock())).heartbeat_s is None
 
 
 class WallOnly:
@@ -216,7 +219,7 @@ class WallOnly:
 
 
 def test_a_heartbeat_or_a_polling_loop_needs_a_clock_that_can_sleep() -> None:
-    queue = JobQueue(WallOnly())
+    queue = JobQueue(clock=WallOnly())
     with pytest.raises(InvalidSettingError, match=re.escape("a heartbeat needs a clock that can sleep")):
         Worker(queue, heartbeat_s=10)
     with pytest.raises(InvalidSettingError, match="got WallOnly"):
@@ -227,7 +230,7 @@ def test_a_heartbeat_or_a_polling_loop_needs_a_clock_that_can_sleep() -> None:
 def test_run_until_refuses_a_bad_poll_interval(poll_s: float) -> None:
     expected = f"poll_s must be a finite number of seconds > 0, got {poll_s!r}"
     with pytest.raises(InvalidSettingError, match=re.escape(expected)):
-        asyncio.run(Worker(JobQueue(ManualClock())).run_until(10, poll_s=poll_s))
+        asyncio.run(Worker(JobQueue(clock=ManualClock())).run_until(10, poll_s=poll_s))
 
 
 # -- the polling loop ---------------------------------------------------------------------------
@@ -235,7 +238,7 @@ def test_run_until_refuses_a_bad_poll_interval(poll_s: float) -> None:
 
 def test_run_until_polls_an_empty_queue_and_picks_up_a_job_enqueued_later() -> None:
     clock = ManualClock()
-    queue = JobQueue(clock)
+    queue = JobQueue(clock=clock)
     mail = shop.MailProvider(clock=clock)
     worker = Worker(queue)
     worker.register(shop.SEND_RECEIPT, shop.receipt_handler(mail))
@@ -263,7 +266,7 @@ def test_run_until_finishes_the_job_it_is_running() -> None:
 
 def test_without_heartbeat_run_one_is_unchanged_and_creates_no_task() -> None:
     clock = ManualClock()
-    queue = JobQueue(clock)
+    queue = JobQueue(clock=clock)
     worker = Worker(queue, timeout_s=None)  # a time limit has its watchdog task (tests/test_hardening.py)
     worker.register(RENDER_INVOICE, shop.invoice_handler(shop.InvoiceRenderer(clock=clock, latency_s=2)))
     queue.enqueue(RENDER_INVOICE, InvoicePayload(order_id=1001), id="invoice-1001")
@@ -279,7 +282,7 @@ def test_without_heartbeat_run_one_is_unchanged_and_creates_no_task() -> None:
 
 def test_stale_lease_error_is_what_a_heartbeat_on_a_lost_lease_meets() -> None:
     clock = ManualClock()
-    queue = JobQueue(clock, visibility_timeout_s=30)
+    queue = JobQueue(clock=clock, visibility_timeout_s=30)
     queue.enqueue(RENDER_INVOICE, InvoicePayload(order_id=1001), id="invoice-1001")
     lease = queue.claim()
     assert lease is not None
@@ -292,7 +295,7 @@ def test_stale_lease_error_is_what_a_heartbeat_on_a_lost_lease_meets() -> None:
 def test_a_heartbeat_changes_nothing_for_jobs_faster_than_a_beat() -> None:
     # Lesson 04's outage replay, with a heartbeat: same log, no beat.
     clock = ManualClock()
-    queue = JobQueue(clock, visibility_timeout_s=30, random=lambda: 1.0)
+    queue = JobQueue(clock=clock, visibility_timeout_s=30, random=lambda: 1.0)
     mail = shop.MailProvider(clock=clock, down_until_s=5)
     worker = Worker(queue, heartbeat_s=10)
     worker.register(shop.SEND_RECEIPT, shop.receipt_handler(mail))

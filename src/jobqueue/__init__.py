@@ -11,8 +11,8 @@ imported on first use). Lesson 14 adds :class:`CircuitBreaker` (with
 :class:`CircuitOpenError`, on which a worker defers a job without spending an attempt),
 :class:`RetryBudget`, and :class:`RetryAfterError` (a retry scheduled when the dependency
 asked, see :func:`parse_retry_after`); lesson 15 the chaos tests' history checker,
-:class:`History` and :func:`check_history`. ``jobqueue.shop`` and
-``jobqueue.shop_db`` are the course's running example, and ``jobqueue.teaching`` holds
+:class:`History` and :func:`check_history`. ``jobqueue.examples`` holds the course's
+running example, the shop (which nothing here imports), and ``jobqueue.teaching`` holds
 course helpers only.
 """
 

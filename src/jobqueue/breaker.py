@@ -18,7 +18,7 @@ can come back.
 Use it around the call inside a handler, one breaker per dependency shared by every job
 that uses it::
 
-    MAIL = CircuitBreaker("mail provider", clock, failure_threshold=5, reset_timeout_s=30)
+    MAIL = CircuitBreaker("mail provider", clock=clock, failure_threshold=5, reset_timeout_s=30)
 
     async def send_receipt(payload: ReceiptPayload) -> None:
         async with MAIL:
@@ -95,8 +95,8 @@ class CircuitBreaker:
     def __init__(
         self,
         name: str,
-        clock: Clock,
         *,
+        clock: Clock,
         failure_threshold: int = DEFAULT_FAILURE_THRESHOLD,
         reset_timeout_s: float = DEFAULT_RESET_TIMEOUT_S,
         counts: tuple[type[BaseException], ...] = (Exception,),

@@ -2,7 +2,7 @@
 
 Run as ``jobqueue …`` (installed with the package) or ``python -m jobqueue …``::
 
-    jobqueue worker shop.db --handlers jobqueue.shop_worker:register --concurrency 20
+    jobqueue worker shop.db --handlers jobqueue.examples.shop_worker:register --concurrency 20
     jobqueue stats shop.db
     jobqueue dead shop.db
     jobqueue replay shop.db receipt-1001        # or: --all
@@ -346,7 +346,7 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         type=load_handlers,
         metavar="MODULE:FUNCTION",
-        help="function that registers handlers on a Worker, e.g. jobqueue.shop_worker:register",
+        help="function that registers handlers on a Worker, e.g. jobqueue.examples.shop_worker:register",
     )
     worker.add_argument("--create", action="store_true", help="create FILE if it does not exist")
     worker.add_argument("--concurrency", type=count, default=DEFAULT_CONCURRENCY, help="jobs at once")

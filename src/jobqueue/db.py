@@ -2,7 +2,7 @@
 
 Two databases run the course's SQL: DuckDB (in memory or a file, one process) and
 PostgreSQL (through psycopg 3, any number of processes). The modules that run on both,
-:mod:`jobqueue.idempotency`, :mod:`jobqueue.outbox` and :mod:`jobqueue.shop_db`, write
+:mod:`jobqueue.idempotency`, :mod:`jobqueue.outbox` and :mod:`jobqueue.examples.shop_db`, write
 each statement once, with ``?`` placeholders, and run it through :func:`fetch` or
 :func:`count`; this module is the one place that knows how each driver takes it
 (:class:`Dialect`).

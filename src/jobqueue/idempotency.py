@@ -9,7 +9,7 @@ between never credits at all. The pattern is the "idempotent consumer" of Hohpe 
 Woolf's *Enterprise Integration Patterns* (also called an inbox table).
 
 This module owns only ``processed_messages``; the effect is yours. The course's effect,
-the shop's loyalty points, lives in :mod:`jobqueue.shop_db`.
+the shop's loyalty points, lives in :mod:`jobqueue.examples.shop_db`.
 
 Concurrent deliveries, as measured with DuckDB 2.0.1 (two cursors of one connection, or
 two threads each with its own cursor). DuckDB's transactions are optimistic and its
@@ -79,7 +79,7 @@ def create_tables(con: Connection) -> None:
     """Create ``processed_messages`` if it does not exist yet.
 
     Only this module's table: the tables your effects write to are yours to create
-    (the course's, with :func:`jobqueue.shop_db.create_tables`).
+    (the course's, with :func:`jobqueue.examples.shop_db.create_tables`).
 
     Introduced in lesson 07.
     """

@@ -4,7 +4,7 @@ Saving an order and then enqueueing its receipt job are two writes to two system
 transaction spans both: if the queue is unreachable after the order is saved, the job is
 lost (the "dual write" problem). The outbox makes the job a row of the same database,
 written by :func:`add_message` in the *same* transaction as the change, so both are saved
-or neither is (the course's example: :func:`jobqueue.shop_db.save_order`). A
+or neither is (the course's example: :func:`jobqueue.examples.shop_db.save_order`). A
 :class:`Relay` then publishes the unsent rows and marks each sent only after its publish
 succeeded. The pattern is Chris Richardson's "transactional outbox" (microservices.io);
 Debezium's outbox router relays by reading the database's log instead of polling. This
@@ -308,8 +308,8 @@ class Relay:
         self,
         con: duckdb.DuckDBPyConnection,
         publish: Publish,
-        clock: Clock,
         *,
+        clock: Clock,
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
         on_conflict: OnConflict | None = None,

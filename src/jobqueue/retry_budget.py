@@ -17,7 +17,7 @@ simulations of retry storms show why it helps.
 
 Use it where the retry decision is made::
 
-    budget = RetryBudget(clock)
+    budget = RetryBudget(clock=clock)
     budget.record_call()                   # once per first try
     ...
     if failed and budget.try_retry():      # a retry only while the budget lasts
@@ -74,8 +74,8 @@ class RetryBudget:
 
     def __init__(
         self,
-        clock: Clock,
         *,
+        clock: Clock,
         ratio: float = DEFAULT_RATIO,
         max_tokens: float = DEFAULT_MAX_TOKENS,
         min_retries_per_s: float = DEFAULT_MIN_RETRIES_PER_S,

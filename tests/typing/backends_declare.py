@@ -20,4 +20,4 @@ def on_postgres(queue: PostgresQueue) -> tuple[Queue, WaitsForWork, NamesServer]
     return queue, queue, queue
 
 
-in_memory(JobQueue(ManualClock()))
+in_memory(JobQueue(clock=ManualClock()))

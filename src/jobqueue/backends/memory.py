@@ -83,8 +83,8 @@ class JobQueue:
 
     def __init__(
         self,
-        clock: Clock,
         *,
+        clock: Clock,
         visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         random: RandomFn = _random.random,

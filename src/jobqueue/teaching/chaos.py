@@ -424,7 +424,7 @@ def crash_test(
         raise InvalidSettingError(f"crash_chance must be at least 0 and below 1, got {crash_chance!r}")
     rng = random_module.Random(seed)
     clock = ManualClock()
-    queue = JobQueue(clock, visibility_timeout_s=30)
+    queue = JobQueue(clock=clock, visibility_timeout_s=30)
     effects = db.connect()
     _create_effects_tables(effects)
 

@@ -272,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         "\nThe course's PostgreSQL server runs until you press Ctrl-C. In another terminal, try:\n\n"
         f"  jobqueue stats {shown}\n"
-        f"  jobqueue worker {shown} --handlers jobqueue.shop_worker:register\n\n"
+        f"  jobqueue worker {shown} --handlers jobqueue.examples.shop_worker:register\n\n"
         "(psql, psycopg and PostgresQueue take the same URL.)",
         flush=True,
     )

@@ -27,7 +27,7 @@ import contextlib
 import math
 import random as random_module
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -55,8 +55,12 @@ class Budget(Protocol):
         ...
 
 
-BudgetFactory = Callable[[Clock], Budget]
-"""Builds a budget on the simulation's clock; ``RetryBudget`` itself is one."""
+class BudgetFactory(Protocol):
+    """Builds a budget on the simulation's clock, passed as ``clock=``; ``RetryBudget`` itself is one."""
+
+    def __call__(self, *, clock: Clock) -> Budget:
+        """A new budget that reads time from ``clock``."""
+        ...
 
 
 class _Failed(Exception):
@@ -280,10 +284,13 @@ class _Storm:
         self.capacity_per_tick, self.tries, self.timeout_s = capacity_per_tick, tries, timeout_s
         self.queue_limit, self.blip = queue_limit, blip
         self.clock = ManualClock()
-        self.budget = budget(self.clock) if policy == "retry budget" else None
+        self.budget = budget(clock=self.clock) if policy == "retry budget" else None
         self.breaker = (
             CircuitBreaker(
-                "service", self.clock, failure_threshold=failure_threshold, reset_timeout_s=reset_timeout_s
+                "service",
+                clock=self.clock,
+                failure_threshold=failure_threshold,
+                reset_timeout_s=reset_timeout_s,
             )
             if policy == "circuit breaker"
             else None

@@ -5,7 +5,7 @@ of the shop: they own only their own tables (``processed_messages``; ``outbox``)
 module holds the example data they are shown with:
 
 * ``loyalty(customer_id, points)``: the effect of lesson 07's idempotent consumer, one
-  point per 10,000 kobo (:func:`jobqueue.shop.loyalty_points`);
+  point per 10,000 kobo (:func:`jobqueue.examples.shop.loyalty_points`);
 * ``orders``: what lesson 08's checkout saves, together with its ``send_receipt`` job in
   the outbox (:func:`save_order`).
 
@@ -22,7 +22,7 @@ from jobqueue import db, outbox
 from jobqueue.clock import Clock
 from jobqueue.db import Connection
 from jobqueue.errors import InvalidSettingError
-from jobqueue.shop import SEND_RECEIPT, Order, ReceiptPayload
+from jobqueue.examples.shop import SEND_RECEIPT, Order, ReceiptPayload
 
 ORDERS_TABLE = (
     "CREATE TABLE IF NOT EXISTS orders ("
@@ -110,7 +110,7 @@ def insert_order(con: Connection, order: Order, clock: Clock) -> None:
 def save_order(con: Connection, order: Order, clock: Clock) -> int:
     """Save ``order`` and its ``send_receipt`` job in one transaction; return the outbox row id.
 
-    The order goes into ``orders`` and a :data:`~jobqueue.shop.SEND_RECEIPT` job for it
+    The order goes into ``orders`` and a :data:`~jobqueue.examples.shop.SEND_RECEIPT` job for it
     into ``outbox`` (:func:`jobqueue.outbox.add_message`), inside one
     :func:`jobqueue.db.transaction`: if anything fails (a duplicate order id, a crash)
     neither is saved. This is the transactional outbox of :mod:`jobqueue.outbox`.

@@ -218,7 +218,7 @@ class Shop:
     warehouse: Warehouse
 
     @classmethod
-    def create(cls, clock: ManualClock, *, mail_down_until_s: float = 0.0) -> Shop:
+    def create(cls, *, clock: ManualClock, mail_down_until_s: float = 0.0) -> Shop:
         """Build the services with lesson 00's latencies.
 
         Charging takes 0.5 s, the invoice 2 s, a mail 0.3 s (a 10 s time-out while the

@@ -2,9 +2,9 @@
 
 Start it on a durable queue file with::
 
-    jobqueue worker shop.db --handlers jobqueue.shop_worker:register
+    jobqueue worker shop.db --handlers jobqueue.examples.shop_worker:register
 
-The handlers await real time (``asyncio.sleep``) where the fakes of :mod:`jobqueue.shop`
+The handlers await real time (``asyncio.sleep``) where the fakes of :mod:`jobqueue.examples.shop`
 move a manual clock, because a service runs on the wall clock. Each prints one line when
 its work is done.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 
 from jobqueue.errors import PermanentJobError
-from jobqueue.shop import BUILD_REPORT, SEND_RECEIPT, ReceiptPayload, ReportPayload
+from jobqueue.examples.shop import BUILD_REPORT, SEND_RECEIPT, ReceiptPayload, ReportPayload
 from jobqueue.worker import Worker
 
 MAIL_LATENCY_S = 0.05

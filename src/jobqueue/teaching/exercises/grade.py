@@ -2,7 +2,7 @@
 
 ``SUBMISSIONS`` holds one folder per learner (the folder's name is the learner) with
 exercise notebooks named as in ``exercises/``. Each learner × exercise is checked as
-``make check`` checks it (:func:`~jobqueue.teaching.exercises.check_exercise`: only the
+``make check`` checks it (:func:`~jobqueue.teaching.exercises.check.check_exercise`: only the
 answer cells are taken, into the pristine exercise, in a fresh kernel), but in a process of
 its own, in a temporary folder of its own, with a time limit: a notebook still running
 after ``timeout_s`` is killed with its kernel and graded ``TIMEOUT``. Check cells always
@@ -17,7 +17,7 @@ The verdicts: ``PASS`` (every check passed), ``FAIL`` (some check did not pass, 
 was started), ``ERROR: <reason>`` (the notebook could not be checked: not a notebook, an
 answer cell deleted, not handed in) and ``TIMEOUT``. The model is nbgrader's and
 otter-grader's: a gradebook, per-check scores, feedback files and a per-notebook time
-limit, with the course's own checker (:mod:`jobqueue.teaching.exercises`) as the engine.
+limit, with the course's own checker (:mod:`jobqueue.teaching.exercises.check`) as the engine.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ from nbformat import NotebookNode
 from tqdm import tqdm
 
 from jobqueue.teaching.capture import expected_checks
-from jobqueue.teaching.exercises import ANSWER_TAG, CHECK_TAG, CheckResult, make_exercise
-from jobqueue.teaching.isolation import check_isolated, unreadable
+from jobqueue.teaching.exercises.check import CheckResult
+from jobqueue.teaching.exercises.generate import ANSWER_TAG, CHECK_TAG, make_exercise
+from jobqueue.teaching.exercises.isolation import check_isolated, unreadable
 from jobqueue.teaching.notebooks import read
 from jobqueue.teaching.sandbox import Sandbox, SandboxError
 

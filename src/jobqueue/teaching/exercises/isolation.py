@@ -1,6 +1,6 @@
 """Run one notebook check in a process of its own, with a time limit, its kernel sandboxed.
 
-What the grader (:mod:`jobqueue.teaching.grading`) needs to check many learners' notebooks
+What the grader (:mod:`jobqueue.teaching.exercises.grade`) needs to check many learners' notebooks
 without one affecting another: a new process (forked from a server that has the heavy
 modules loaded) with a limit on the size of files it writes and a temporary folder that
 this process removes, a kernel started in the grader's :class:`~jobqueue.teaching.sandbox.Sandbox`
@@ -24,7 +24,8 @@ import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from jobqueue.teaching.exercises import ExerciseError, check_exercise
+from jobqueue.teaching.exercises.check import check_exercise
+from jobqueue.teaching.exercises.generate import ExerciseError
 from jobqueue.teaching.sandbox import Sandbox, Seat
 
 STARTUP_LIMIT_S = 120.0
@@ -34,8 +35,8 @@ FILE_SIZE_LIMIT_BYTES = 64 * 2**20
 """Largest file a learner's notebook may write while it is checked (64 MiB)."""
 
 PRELOAD = ("jobqueue", "nbformat", "nbclient", "IPython")
-"""Modules each checking process starts with, imported once (in the fork server, not here:
-a module that imports ``jobqueue.teaching.exercises`` would clash with running it as ``-m``)."""
+"""Modules each checking process starts with, imported once in the fork server (the checker's
+own modules are imported by each child as it unpickles its task)."""
 
 
 def _check_in_child(

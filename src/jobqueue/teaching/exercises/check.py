@@ -1,34 +1,18 @@
-"""Exercises: generated from the solutions, checked against the solutions' outputs.
-
-A solution notebook (``solutions/NN_topic.ipynb``) marks the learner's part of a code
-cell between ``### BEGIN SOLUTION`` and ``### END SOLUTION``. :func:`make_exercise`
-replaces each marked part with a stub (see :func:`strip_solution`) and tags the cell
-``answer``. Every other cell keeps its stored outputs, except that the learner's copy
-shows the cells tagged ``check`` and ``summary`` unrun (so an unsolved exercise does not
-look solved); the copy the checker uses keeps them: they are the expected outputs, which
-nbval compares when the solutions are tested.
+"""Checking one exercise: the learner's answers run in the pristine exercise, judged by its stored outputs.
 
 :func:`check_exercise` takes the answer cells from the learner's notebook, and the code
-cells the learner added next to them, puts them into that pristine exercise, runs every
-cell in a fresh kernel and reads back the verdict each check recorded as data (see
-:mod:`jobqueue.teaching.checks`). What the learner's code prints is never compared, and
-the learner's saved outputs are never read, so a saved wrong run cannot pass, and a
+cells the learner added next to them, puts them into the pristine exercise (generated from
+the solution with its expected outputs, :func:`~jobqueue.teaching.exercises.generate.make_exercise`),
+runs every cell in a fresh kernel and reads back the verdict each check recorded as data
+(see :mod:`jobqueue.teaching.checks`). What the learner's code prints is never compared,
+and the learner's saved outputs are never read, so a saved wrong run cannot pass, and a
 right answer passes whatever it prints and whatever outputs were saved. It reports one
 line per failed check or failed cell (a syntax error with its line, a missing name with
 the cell that should define it), notes that do not fail, and a verdict line.
-
-Usage::
-
-    python -m jobqueue.teaching.exercises check 02_backoff   # one exercise, with a verdict
-    python -m jobqueue.teaching.exercises build              # regenerate exercises/
-    python -m jobqueue.teaching.exercises verify             # fail if exercises/ is stale
-    python -m jobqueue.teaching.exercises grade SUBMISSIONS --out gradebook.csv  # a class
-    python -m jobqueue.teaching.exercises check-all          # every started exercise (CI)
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import copy
 import re
@@ -43,95 +27,21 @@ from nbformat import NotebookNode
 
 from jobqueue.teaching import capture, output_cap
 from jobqueue.teaching.checks import Verdict, check_labels
-from jobqueue.teaching.notebooks import CELL_TIMEOUT_S, dumps, normalize, read, write
+from jobqueue.teaching.exercises.generate import (
+    ANSWER_TAG,
+    BEGIN,
+    CHECK_TAG,
+    ExerciseError,
+    find_root,
+    make_exercise,
+)
+from jobqueue.teaching.notebooks import CELL_TIMEOUT_S, read
 from jobqueue.teaching.sandbox import Sandbox, Seat, kernel_manager
 
-BEGIN = "### BEGIN SOLUTION"
-END = "### END SOLUTION"
-STUB = 'raise NotImplementedError("your answer goes here")'
-ANSWER_TAG = "answer"
-TOP_LEVEL_STUB = "pass  # your answer goes here"
-CHECK_TAG = "check"
-SUMMARY_TAG = "summary"
 ADDED_TAG = "added"
 """Tag of a cell the learner added next to an answer, in the checker's merged copy."""
-IGNORE_OUTPUT_TAG = "nbval-ignore-output"
 
 _IPYTHON_SYNTAX = TransformerManager()  # type: ignore[no-untyped-call]  # IPython is untyped
-
-
-class ExerciseError(Exception):
-    """An exercise or solution notebook is malformed, or a learner's answer cell is missing."""
-
-
-def strip_solution(source: str) -> str:
-    """Replace every marked solution block in ``source`` with the stub, keeping indentation.
-
-    Inside a function the stub raises :class:`NotImplementedError`; at the top of a cell
-    it is :data:`TOP_LEVEL_STUB`, which does nothing, so Run All goes on to the checks
-    (which then say which name is not defined yet).
-
-    Raises:
-        ExerciseError: if a ``### BEGIN SOLUTION`` has no matching ``### END SOLUTION``.
-    """
-    lines: list[str] = []
-    inside = False
-    for line in source.splitlines():
-        marker = line.strip()
-        if marker == BEGIN:
-            if inside:
-                raise ExerciseError(f"nested {BEGIN!r} in:\n{source}")
-            inside = True
-            indent = line[: len(line) - len(line.lstrip())]
-            lines.append(indent + (STUB if indent else TOP_LEVEL_STUB))
-        elif marker == END:
-            if not inside:
-                raise ExerciseError(f"{END!r} without {BEGIN!r} in:\n{source}")
-            inside = False
-        elif not inside:
-            lines.append(line)
-    if inside:
-        raise ExerciseError(f"{BEGIN!r} without {END!r} in:\n{source}")
-    return "\n".join(lines)
-
-
-def _tags(cell: NotebookNode) -> list[str]:
-    tags: list[str] = cell.metadata.setdefault("tags", [])
-    return tags
-
-
-def make_exercise(solution: NotebookNode, *, expected_outputs: bool = False) -> NotebookNode:
-    """Return the exercise generated from ``solution`` (which is left unchanged).
-
-    Args:
-        solution: the solution notebook, with marked answers and ``check`` cells.
-        expected_outputs: keep the check cells' outputs (the checker's pristine copy);
-            by default they are cleared, as in the learner's ``exercises/`` file.
-
-    Raises:
-        ExerciseError: if the solution has no marked answer or no ``check`` cell.
-    """
-    nb = copy.deepcopy(solution)
-    answers = 0
-    for cell in nb.cells:
-        tags = cell.metadata.get("tags", [])
-        if not expected_outputs and (CHECK_TAG in tags or SUMMARY_TAG in tags):
-            cell.outputs = []
-            cell.execution_count = None
-        if cell.cell_type != "code" or BEGIN not in cell.source:
-            continue
-        answers += 1
-        cell.source = strip_solution(cell.source)
-        cell.outputs = []
-        cell.execution_count = None
-        tags = _tags(cell)
-        for tag in (ANSWER_TAG, IGNORE_OUTPUT_TAG):
-            if tag not in tags:
-                tags.append(tag)
-    checks = sum(CHECK_TAG in cell.metadata.get("tags", []) for cell in nb.cells)
-    if answers == 0 or checks == 0:
-        raise ExerciseError(f"a solution needs marked answers and check cells (found {answers} and {checks})")
-    return normalize(nb)
 
 
 def merge_answers(pristine: NotebookNode, learner: NotebookNode, learner_path: Path) -> NotebookNode:
@@ -463,18 +373,6 @@ def _describe(cell: NotebookNode) -> str:
     return f"{role} starting {_first_line(cell)!r}"
 
 
-def find_root(start: Path) -> Path:
-    """The course folder: the nearest of ``start`` and its parents holding ``solutions/``.
-
-    Raises:
-        ExerciseError: if there is none.
-    """
-    for folder in (start, *start.parents):
-        if (folder / "solutions").is_dir():
-            return folder
-    raise ExerciseError(f"no solutions/ folder in {start} or above: run this from the course folder")
-
-
 def resolve(exercise: str, cwd: Path) -> tuple[Path, Path]:
     """Map ``02_backoff`` or ``exercises/02_backoff.ipynb`` to (learner file, solution file).
 
@@ -516,60 +414,3 @@ def check_exercise(
     return run_checks(
         merged, learner_path.stem, definitions=definitions, stray=stray, sandbox=sandbox, seat=seat
     )
-
-
-def stale_exercises(root: Path) -> list[Path]:
-    """Exercises in ``root/exercises`` that differ from what their solution generates."""
-    stale = []
-    for solution in sorted((root / "solutions").glob("*.ipynb")):
-        target = root / "exercises" / solution.name
-        expected = dumps(make_exercise(read(solution)))
-        if not target.exists() or target.read_text(encoding="utf-8") != expected:
-            stale.append(target)
-    return stale
-
-
-def main(argv: Sequence[str] | None = None, cwd: Path | None = None) -> int:
-    """Command line: ``check NAME``, ``build``, ``verify``, ``grade`` or ``check-all``; returns the status."""
-    parser = argparse.ArgumentParser(prog="python -m jobqueue.teaching.exercises")
-    sub = parser.add_subparsers(dest="command", required=True)
-    check = sub.add_parser("check", help="check one exercise and print a verdict")
-    check.add_argument("exercise", help="a name such as 02_backoff, or a notebook path")
-    sub.add_parser("build", help="regenerate exercises/ from solutions/")
-    sub.add_parser("verify", help="fail if a committed exercise differs from its generated form")
-    from jobqueue.teaching import grading  # here: grading builds on this module
-
-    grading.add_commands(sub)
-    args = parser.parse_args(argv)
-    here = cwd if cwd is not None else Path.cwd()
-    try:
-        if args.command in ("grade", "check-all"):
-            return grading.run_command(args, find_root(here))
-        if args.command == "check":
-            learner, solution = resolve(args.exercise, here)
-            print(f"Checking {learner.name} against the expected outputs...")
-            result = check_exercise(learner, solution)
-            for line in result.problems:
-                print(f"  ✗ {line}")
-            for line in result.notes:
-                print(f"  · {line}")
-            print(result.verdict())
-            return 0 if result.ok else 1
-        root = find_root(here)
-        if args.command == "build":
-            (root / "exercises").mkdir(exist_ok=True)
-            for solution in sorted((root / "solutions").glob("*.ipynb")):
-                write(make_exercise(read(solution)), root / "exercises" / solution.name)
-                print(f"wrote exercises/{solution.name}")
-            return 0
-        stale = stale_exercises(root)
-        for path in stale:
-            print(f"stale: {path.relative_to(root)} (run: python -m jobqueue.teaching.exercises build)")
-        return 1 if stale else 0
-    except (ExerciseError, grading.GradingError) as exc:
-        print(f"error: {exc}")
-        return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
