@@ -201,6 +201,26 @@ def test_retry_draws_a_fresh_set_every_time(capsys: pytest.CaptureFixture[str]) 
     assert len(set(seen)) > 20, "retries wander over the bank"
 
 
+@pytest.mark.parametrize("lesson", [12, 13, 14, 15])
+def test_practice_by_lesson_draws_that_lesson_only_and_every_kind(lesson: int) -> None:
+    quiz = Quiz(rng=random.Random(5), lessons=[lesson])
+    assert {q.lesson for q in quiz.questions} == {lesson}
+    assert len({q.id for q in quiz.questions}) == 5 and {q.kind for q in quiz.questions} == set(KINDS)
+    retried = {q.id for q in quiz.draw()}
+    assert {q.lesson for q in quiz.questions} == {lesson} and len(retried) == 5
+
+
+def test_practice_over_several_lessons_and_bad_lessons() -> None:
+    quiz = Quiz(rng=random.Random(5), lessons=range(12, 16))
+    assert {q.lesson for q in quiz.questions} <= {12, 13, 14, 15}
+    assert len(quiz.bank) == sum(12 <= q.lesson <= 15 for q in BANK)
+    for bad in ([], [16], [3, 99]):
+        with pytest.raises(InvalidSettingError, match=re.escape(f"(0 to 15), got {sorted(bad)!r}")):
+            Quiz(rng=random.Random(1), lessons=bad)
+    with pytest.raises(InvalidSettingError, match="size"):
+        Quiz(rng=random.Random(1), lessons=[0])  # 2 questions on lesson 00: too few for a draw of 5
+
+
 def test_a_small_bank_repeats_only_what_it_must() -> None:
     quiz = Quiz(BANK[:7], rng=random.Random(1))
     first = {q.id for q in quiz.questions}
