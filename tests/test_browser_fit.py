@@ -47,12 +47,6 @@ def page(lab: LabServer) -> Iterator[Page]:
 
 
 LESSONS = sorted(f"lessons/{path.name}" for path in (ROOT / "lessons").glob("*.ipynb"))
-# Cells (counted from 0, markdown and code) known to scroll sideways, allowed until fixed.
-# Issue 22: lesson 12's code cells 15 and 17 (prompts [8] and [9]) hold lines of 133
-# characters, and cell 9 (prompt [5]) one of 123, 5 px too wide; lesson 12's code cells are
-# being edited in another change, so they are not edited here.
-KNOWN_WIDE = {"lessons/12_postgres.ipynb": {9, 15, 17}}
-
 # Every element of each cell that could scroll sideways (code, outputs, prose), as
 # [cell index, what, scroll width, client width] where it is wider than its box.
 _WIDE_CELLS_JS = """
@@ -80,13 +74,5 @@ def test_lesson_fits_the_page(
         notebook = current_notebook(page)
         notebook.locator(".jp-Cell").last.wait_for()
         wide = notebook.evaluate(_WIDE_CELLS_JS)
-        known = KNOWN_WIDE.get(relpath, set())
-        too_wide = [w for w in wide if w[0] not in known]
-        assert not too_wide, f"cells wider than the page ([cell, element, scroll, client]): {too_wide}"
-        assert known <= {w[0] for w in wide}, (
-            f"a known wide cell of {relpath} fits now: drop it from KNOWN_WIDE"
-        )
-        announce(
-            capsys,
-            f"{relpath}: every cell fits the page" + (f" but the known {sorted(known)}" if known else ""),
-        )
+        assert not wide, f"cells wider than the page ([cell, element, scroll, client]): {wide}"
+        announce(capsys, f"{relpath}: every cell fits the page")

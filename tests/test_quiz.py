@@ -64,11 +64,10 @@ def test_bank_ships_with_the_package_and_has_enough_questions_of_every_kind() ->
 
 
 def test_the_later_lessons_have_their_share_of_the_bank() -> None:
-    assert len(BANK) >= 55
-    assert sum(q.lesson == 12 for q in BANK) >= 3, "PostgreSQL: SKIP LOCKED, the outbox, NOTIFY, leases"
-    for lesson in (13, 14, 15):
+    assert len(BANK) >= 75
+    for lesson in (12, 13, 14, 15):
         kinds = Counter(q.kind for q in BANK if q.lesson == lesson)
-        assert sum(kinds.values()) >= 4 and set(kinds) == set(KINDS), f"lesson {lesson}: {kinds}"
+        assert sum(kinds.values()) >= 6 and set(kinds) == set(KINDS), f"lesson {lesson}: {kinds}"
 
 
 @pytest.mark.parametrize("question", BANK, ids=ids)
@@ -200,6 +199,26 @@ def test_retry_draws_a_fresh_set_every_time(capsys: pytest.CaptureFixture[str]) 
         seen += after
     assert "Question 1 of 5" in capsys.readouterr().out
     assert len(set(seen)) > 20, "retries wander over the bank"
+
+
+@pytest.mark.parametrize("lesson", [12, 13, 14, 15])
+def test_practice_by_lesson_draws_that_lesson_only_and_every_kind(lesson: int) -> None:
+    quiz = Quiz(rng=random.Random(5), lessons=[lesson])
+    assert {q.lesson for q in quiz.questions} == {lesson}
+    assert len({q.id for q in quiz.questions}) == 5 and {q.kind for q in quiz.questions} == set(KINDS)
+    retried = {q.id for q in quiz.draw()}
+    assert {q.lesson for q in quiz.questions} == {lesson} and len(retried) == 5
+
+
+def test_practice_over_several_lessons_and_bad_lessons() -> None:
+    quiz = Quiz(rng=random.Random(5), lessons=range(12, 16))
+    assert {q.lesson for q in quiz.questions} <= {12, 13, 14, 15}
+    assert len(quiz.bank) == sum(12 <= q.lesson <= 15 for q in BANK)
+    for bad in ([], [16], [3, 99]):
+        with pytest.raises(InvalidSettingError, match=re.escape(f"(0 to 15), got {sorted(bad)!r}")):
+            Quiz(rng=random.Random(1), lessons=bad)
+    with pytest.raises(InvalidSettingError, match="size"):
+        Quiz(rng=random.Random(1), lessons=[0])  # 2 questions on lesson 00: too few for a draw of 5
 
 
 def test_a_small_bank_repeats_only_what_it_must() -> None:

@@ -3,6 +3,7 @@ import math
 import pytest
 
 from jobqueue import InvalidSettingError
+from jobqueue.backoff import Backoff
 from jobqueue.clock import Clock
 from jobqueue.retry_budget import RetryBudget
 from jobqueue.teaching.backlog import drain_time_s, run_queue, simulate_queue
@@ -152,6 +153,21 @@ def test_no_budget_stays_down_budget_and_breaker_recover() -> None:
         recovered = storms[policy].recovered_at_s
         assert recovered is not None and recovered < 40, policy
         assert storms[policy].peak_load_after_blip() <= 100
+
+
+def test_backoff_without_a_budget_delays_retries_but_sends_nearly_as_many() -> None:
+    at_once, backed_off = simulate_storm("no budget"), simulate_storm("backoff, no budget")
+    assert at_once.new_per_s == backed_off.new_per_s  # the jitter draws leave the arrivals alone
+    assert backed_off.load_per_s[12] < at_once.load_per_s[12] / 2  # the first retries come later...
+    retries = [sum(run.load_per_s) - sum(run.new_per_s) for run in (at_once, backed_off)]
+    assert retries[1] > 0.9 * retries[0]  # ...but nearly all of them come (Brooker's point)
+    assert backed_off.recovered_at_s is None
+
+
+def test_backoff_delays_come_from_the_backoff_given() -> None:
+    short = simulate_storm("backoff, no budget", backoff=Backoff(base_s=0.1, cap_s=0.1))
+    assert short.load_per_s[12] > simulate_storm("backoff, no budget").load_per_s[12]
+    assert simulate_storm("backoff, no budget", seed=3) == simulate_storm("backoff, no budget", seed=3)
 
 
 def test_a_budget_keeps_retries_near_a_tenth_of_first_tries() -> None:

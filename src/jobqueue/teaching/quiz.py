@@ -1,11 +1,12 @@
-"""Test yourself: five questions drawn from a bank on lessons 00-14; four right answers pass.
+"""Test yourself: five questions drawn from a bank on lessons 00-15; four right answers pass.
 
 The bank (``questions.toml``) is read and validated by :mod:`jobqueue.teaching.quiz_bank`
 (:func:`load_bank`, :class:`Question`, :class:`BankError`).
 
 :class:`Quiz` draws five questions with an injected ``random.Random``: one of each kind
 first, then the rest, preferring lessons not yet drawn, and on :meth:`Quiz.retry` only
-questions that were not in the last draw (where the bank allows). :meth:`Quiz.grade` is
+questions that were not in the last draw (where the bank allows); ``Quiz(lessons=[13])``
+draws from the questions of the lessons named only (practice). :meth:`Quiz.grade` is
 pure: it returns a :class:`Grade` with a :class:`Mark` per question. Two front ends use
 it: plain Python (:meth:`Quiz.show`, :meth:`Quiz.answer`, :meth:`Quiz.retry`) and ipywidgets
 (:mod:`jobqueue.teaching.quiz_widgets`).
@@ -21,7 +22,7 @@ import contextlib
 import io
 import re
 import textwrap
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from random import Random
@@ -243,9 +244,12 @@ class Quiz:
         bank: the questions to draw from; default :func:`load_bank`.
         rng: the source of randomness; pass ``random.Random(seed)`` for a repeatable draw.
         size: questions per draw (default 5); pass_mark: right answers to pass (default 4).
+        lessons: practice mode: draw only questions on these lessons (numbers 0 to 15);
+            ``None`` (the default) draws from every lesson.
 
     Raises:
-        InvalidSettingError: unless ``1 <= pass_mark <= size <= len(bank)``.
+        InvalidSettingError: naming the lessons, if a lesson has no question in the bank;
+            unless ``1 <= pass_mark <= size <=`` the questions left to draw from.
     """
 
     def __init__(
@@ -255,8 +259,17 @@ class Quiz:
         rng: Random | None = None,
         size: int = QUIZ_SIZE,
         pass_mark: int = PASS_MARK,
+        lessons: Iterable[int] | None = None,
     ) -> None:
         self.bank = tuple(bank) if bank is not None else load_bank()
+        if lessons is not None:
+            wanted, covered = set(lessons), sorted({q.lesson for q in self.bank})
+            if not wanted or not wanted <= set(covered):
+                raise InvalidSettingError(
+                    f"lessons must name lessons the bank has questions on ({covered[0]} to {covered[-1]}), "
+                    f"got {sorted(wanted)!r}"
+                )
+            self.bank = tuple(q for q in self.bank if q.lesson in wanted)
         if not 1 <= pass_mark <= size <= len(self.bank):
             raise InvalidSettingError(
                 f"need 1 <= pass_mark <= size <= questions in the bank ({len(self.bank)}), "

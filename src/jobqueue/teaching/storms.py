@@ -9,7 +9,9 @@
   answer: that work is wasted.
   Clients that retry every failure push the load far above capacity, the queue stays
   full of requests whose clients have given up, and the service stays useless long
-  after the blip: a *metastable failure*. A :class:`~jobqueue.retry_budget.RetryBudget`
+  after the blip: a *metastable failure*. Backoff with jitter alone only delays each
+  retry: while new requests keep arriving, the retries are as many as before, and the
+  storm goes on (Marc Brooker, "What is Backoff For?", 2022). A :class:`~jobqueue.retry_budget.RetryBudget`
   or a :class:`~jobqueue.breaker.CircuitBreaker` (the package's own) keeps the extra
   load small, and the service recovers as soon as the blip ends.
 
@@ -24,6 +26,7 @@ Course helper only. Introduced in lesson 14.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import math
 import random as random_module
 from collections import deque
@@ -31,15 +34,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from jobqueue.backoff import Backoff
 from jobqueue.breaker import CircuitBreaker, CircuitOpenError
 from jobqueue.clock import Clock, ManualClock
 from jobqueue.errors import InvalidSettingError
 from jobqueue.retry_budget import RetryBudget
 
-Policy = Literal["no budget", "retry budget", "circuit breaker"]
-"""How clients retry: every failure (up to ``tries``), within a retry budget, or through a breaker."""
+Policy = Literal["no budget", "backoff, no budget", "retry budget", "circuit breaker"]
+"""How clients retry: every failure at once (up to ``tries``), every failure after a jittered
+backoff, within a retry budget, or through a breaker."""
 
-POLICIES: tuple[Policy, ...] = ("no budget", "retry budget", "circuit breaker")
+POLICIES: tuple[Policy, ...] = ("no budget", "backoff, no budget", "retry budget", "circuit breaker")
 """Every policy, in the order the lesson compares them."""
 
 
@@ -190,6 +195,7 @@ def simulate_storm(
     queue_limit: int = 200,
     tick_s: float = 0.1,
     budget: BudgetFactory = RetryBudget,
+    backoff: Backoff = Backoff(),  # noqa: B008  # frozen: one shared default is safe
     failure_threshold: int = 5,
     reset_timeout_s: float = 2.0,
     seed: int = 7,
@@ -201,10 +207,13 @@ def simulate_storm(
     ``timeout_s`` count as failed for their client, which may retry; then new requests
     and retries are sent. A request that finds the queue full
     (``queue_limit``) fails at once. A failed try is retried at the next tick while the
-    request has tries left and the policy allows it.
+    request has tries left and the policy allows it; with ``"backoff, no budget"``, at
+    the first tick after ``backoff.delay_s(try)`` seconds (1 s of backoff and 50 % of
+    jitter for the first retry, 2 s for the second, by default).
 
     Args:
-        policy: ``"no budget"`` (retry every failure), ``"retry budget"`` (a retry only
+        policy: ``"no budget"`` (retry every failure at once), ``"backoff, no budget"``
+            (retry every failure after a jittered backoff), ``"retry budget"`` (a retry only
             if the budget allows it), ``"circuit breaker"`` (every call through one
             breaker; a refused call is given up, it never reaches the service).
         capacity_per_s: requests served per second (int >= 1).
@@ -218,6 +227,9 @@ def simulate_storm(
         tick_s: the simulation step, in seconds (> 0, dividing 1 s evenly).
         budget: builds the retry budget on the simulation's clock (default
             :class:`~jobqueue.retry_budget.RetryBudget`, 10 % of first tries).
+        backoff: the delays of ``"backoff, no budget"`` (default 1 s doubling, equal
+            jitter); its random draws come from a generator of their own, so the arrivals
+            are the same for every policy.
         failure_threshold: the breaker's consecutive failures before it opens.
         reset_timeout_s: seconds the breaker stays open before a trial call.
         seed: seeds the arrivals: same seed, same run.
@@ -247,6 +259,8 @@ def simulate_storm(
         policy, capacity_per_tick=capacity_per_s // ticks_per_s, tries=tries, timeout_s=timeout_s,
         queue_limit=queue_limit, blip=blip, budget=budget, failure_threshold=failure_threshold,
         reset_timeout_s=reset_timeout_s, duration_s=duration_s,
+        backoff=backoff if policy == "backoff, no budget" else None,
+        jitter=random_module.Random(f"jitter {seed}"),
     )  # fmt: skip
     rng = random_module.Random(seed)
     for tick in range(duration_s * ticks_per_s):
@@ -279,6 +293,8 @@ class _Storm:
         failure_threshold: int,
         reset_timeout_s: float,
         duration_s: int,
+        backoff: Backoff | None,
+        jitter: random_module.Random,
     ) -> None:
         self.policy = policy
         self.capacity_per_tick, self.tries, self.timeout_s = capacity_per_tick, tries, timeout_s
@@ -297,7 +313,10 @@ class _Storm:
         )
         self.queue: deque[_Attempt] = deque()  # the service's queue
         self.in_flight: deque[_Attempt] = deque()  # sent, answer not yet seen, oldest first
-        self.retries: list[_Attempt] = []  # failed tries to send again at the next tick
+        self.backoff, self.jitter = backoff, jitter
+        # failed tries to send again: (when, order of failing, try), earliest first
+        self.retries: list[tuple[float, int, _Attempt]] = []
+        self.failed_count = 0
         self.next_request = 0
         self.new = [0] * duration_s
         self.load = [0] * duration_s
@@ -315,7 +334,9 @@ class _Storm:
             if attempt.state == "waiting":
                 attempt.state = "timed out"
                 self.failed(attempt)
-        sending, self.retries = self.retries, []
+        sending: list[_Attempt] = []
+        while self.retries and self.retries[0][0] <= now + 1e-9:
+            sending.append(heapq.heappop(self.retries)[2])
         for _ in range(arrivals):
             sending.append(_Attempt(self.next_request, 1, now))
             self.next_request += 1
@@ -361,4 +382,9 @@ class _Storm:
             return
         if self.budget is not None and not self.budget.try_retry():
             return
-        self.retries.append(_Attempt(attempt.request, attempt.try_number + 1, attempt.sent_at))
+        due = self.clock.now()  # the next tick
+        if self.backoff is not None:
+            due += self.backoff.delay_s(attempt.try_number, self.jitter.random)
+        self.failed_count += 1
+        retry = _Attempt(attempt.request, attempt.try_number + 1, attempt.sent_at)
+        heapq.heappush(self.retries, (due, self.failed_count, retry))

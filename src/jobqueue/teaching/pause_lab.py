@@ -1,0 +1,224 @@
+"""The zombie write of lesson 15: a worker paused with SIGSTOP past its lease, then resumed.
+
+A killed worker (lesson 15's :mod:`~jobqueue.teaching.chaos` lab) stops for good. A paused
+one comes back: a stop-the-world garbage collection, a laptop lid closed, a virtual
+machine moved to another host, or ``kill -STOP``. While it sleeps its lease runs out and
+another worker runs the job. When it wakes it carries on where it was, and writes the
+effect of a job that is no longer its own: a *zombie write*. Its ack is refused
+(:class:`~jobqueue.errors.StaleLeaseError`), but the effect was written before the ack.
+
+:func:`run_pause` shows it on one :class:`~jobqueue.backends.postgres.PostgresQueue`:
+
+1. it enqueues one job, ``job-000``;
+2. a worker process claims it (a lease of :data:`LEASE_S`), records that it started, says
+   so through a pipe and waits there; the lab stops it with SIGSTOP at that point (the
+   pipe only fixes where in the code the pause lands);
+3. once the lease has run out, a second worker (in the calling process) claims the job,
+   writes its effect and acks it;
+4. the lab resumes the first worker (SIGCONT) and lets it go on: it writes its effect the
+   way its design says, then acks;
+5. the histories and the effects table go to :func:`~jobqueue.testing.check_history`.
+
+Three designs (:data:`PAUSE_DESIGNS`): ``"at-least-once"`` writes the effect as it is, so
+the zombie books it a second time and the checker reports it; ``"at-least-once + fencing"``
+writes the effect in a transaction that first locks the job's row and checks that the
+worker's lease token is still the job's (the *fencing token* of Martin Kleppmann's "How to
+do distributed locking", 2016), so the zombie is refused; ``"at-least-once +
+process_once"`` writes it through :func:`~jobqueue.idempotency.process_once` keyed by the
+job id, so the zombie finds the id and skips.
+
+Course helper only. Introduced in lesson 15.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from dataclasses import dataclass
+from functools import partial
+from multiprocessing.connection import Connection as Pipe
+from pathlib import Path
+from typing import Any, Literal
+
+from jobqueue import db, idempotency
+from jobqueue.backends.contract import Queue
+from jobqueue.clock import SystemClock
+from jobqueue.errors import InvalidSettingError, StaleLeaseError
+from jobqueue.job import Lease
+from jobqueue.teaching.chaos import CHAOS, EFFECTS_TABLE, HANG_GUARD_S, ChaosJob, book_effect
+from jobqueue.testing import History, HistoryReport, check_history, read_history
+
+PauseDesign = Literal["at-least-once", "at-least-once + fencing", "at-least-once + process_once"]
+"""How both workers write the effect: as it is, fenced by the lease token, or once per job id."""
+
+PAUSE_DESIGNS: tuple[PauseDesign, ...] = (
+    "at-least-once",
+    "at-least-once + fencing",
+    "at-least-once + process_once",
+)
+"""Every design, in the order lesson 15 shows them."""
+
+LEASE_S = 0.5
+"""The lease of :func:`run_pause`'s queue, in seconds: the paused worker sleeps past it."""
+
+JOB_ID = "job-000"
+"""The one job of the run."""
+
+_FENCE = "SELECT id FROM jobqueue_jobs WHERE id = ? AND lease_token = ? FOR UPDATE"
+"""Locks the job's row if ``lease_token`` is still the one given: the effect's guard."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PauseRun:
+    """What :func:`run_pause` found.
+
+    Attributes:
+        design: how the workers wrote the effect.
+        report: the history checker's report (effects read from the effects table).
+        second: what the second worker's effect and ack did, e.g. ``"effect written, ack
+            accepted"``.
+        zombie: what the resumed worker's effect and ack did, e.g. ``"effect written, ack
+            refused (stale lease)"``.
+    """
+
+    design: PauseDesign
+    report: HistoryReport
+    second: str
+    zombie: str
+
+
+def run_pause(url: str, folder: Path | str, design: PauseDesign) -> PauseRun:
+    """Pause a worker holding the one job past its lease, let another finish it, resume the first.
+
+    Args:
+        url: an empty PostgreSQL database (a URL or a libpq conninfo).
+        folder: an empty or missing folder for the history files.
+        design: one of :data:`PAUSE_DESIGNS`.
+
+    Returns:
+        The run (:class:`PauseRun`).
+
+    Raises:
+        InvalidSettingError: for an unknown design, or a folder that holds files already.
+        RuntimeError: if the paused worker fails to start or to answer within
+            :data:`~jobqueue.teaching.chaos.HANG_GUARD_S` seconds.
+        jobqueue.QueueUnavailableError: if the server at ``url`` cannot be reached.
+    """
+    import psycopg
+
+    from jobqueue.backends.postgres import PostgresQueue
+
+    if design not in PAUSE_DESIGNS:
+        raise InvalidSettingError(f"design must be one of {', '.join(PAUSE_DESIGNS)}; got {design!r}")
+    root = Path(folder)
+    if root.exists() and any(root.iterdir()):
+        raise InvalidSettingError(f"run_pause needs a fresh folder, {str(root)!r} is not empty")
+    root.mkdir(parents=True, exist_ok=True)
+    with (
+        PostgresQueue(url, visibility_timeout_s=LEASE_S) as queue,
+        psycopg.connect(url, autocommit=True) as effects,
+    ):
+        with db.transaction(effects):
+            db.fetch(effects, EFFECTS_TABLE)
+        idempotency.create_tables(effects)
+        with History(root, "producer") as producer:
+            queue.enqueue(CHAOS, ChaosJob(number=0), id=JOB_ID)
+            producer.enqueued(JOB_ID)
+        context = multiprocessing.get_context("forkserver")
+        here, there = context.Pipe()
+        worker = context.Process(target=paused_worker, args=(design, url, root, there), daemon=True)
+        worker.start()
+        there.close()
+        try:
+            _expect(here, JOB_ID, "claim the job")
+            assert worker.pid is not None
+            os.kill(worker.pid, signal.SIGSTOP)  # paused, holding the job
+            second = _finish_elsewhere(design, queue, effects, root)
+            os.kill(worker.pid, signal.SIGCONT)
+            here.send("go on")
+            zombie = _expect(here, None, "go on after the pause")
+            worker.join(HANG_GUARD_S)
+        finally:
+            if worker.is_alive():
+                worker.kill()
+                worker.join()
+            here.close()
+        booked = [row[0] for row in db.fetch(effects, "SELECT job_id FROM effects")]
+        dead = [letter.job.id for letter in queue.dead_letters()]
+        report = check_history(read_history(root), dead=dead, effects=booked)
+        return PauseRun(design=design, report=report, second=second, zombie=zombie)
+
+
+def paused_worker(design: PauseDesign, url: str, folder: Path, pipe: Pipe) -> None:
+    """The worker that is paused: claim the job, say so, wait for the word, then write and ack."""
+    import psycopg
+
+    from jobqueue.backends.postgres import PostgresQueue
+
+    with (
+        PostgresQueue(url, visibility_timeout_s=LEASE_S) as queue,
+        psycopg.connect(url, autocommit=True) as effects,
+        History(folder, "paused") as history,
+    ):
+        lease = queue.claim()
+        if lease is None:
+            pipe.send("no job to claim")
+            return
+        history.started(lease.job.id)
+        pipe.send(lease.job.id)
+        pipe.recv()  # the lab stops this process here, and later says "go on"
+        pipe.send(write_and_ack(design, queue, effects, lease, history))
+
+
+def write_and_ack(design: PauseDesign, queue: Queue, effects: Any, lease: Lease, history: History) -> str:
+    """Write the job's effect the way ``design`` says, record it finished, ack; say what happened.
+
+    ``effects`` is a psycopg connection to the queue's own database (the fence reads the
+    job's row there).
+    """
+    job_id = lease.job.id
+    effect = "effect written"
+    if design == "at-least-once + process_once":
+        book = partial(book_effect, job_id=job_id)
+        if not idempotency.process_once(effects, job_id, book, clock=SystemClock()):
+            effect = "effect skipped (its job id was recorded)"
+    else:
+        with db.transaction(effects):
+            if design == "at-least-once + fencing" and not db.fetch(effects, _FENCE, [job_id, lease.token]):
+                return "effect refused (its lease token is no longer the job's), no ack sent"
+            book_effect(effects, job_id)
+    history.finished(job_id)
+    try:
+        queue.ack(lease)
+    except StaleLeaseError:
+        return f"{effect}, ack refused (stale lease)"
+    return f"{effect}, ack accepted"
+
+
+def _finish_elsewhere(design: PauseDesign, queue: Queue, effects: Any, folder: Path) -> str:
+    """Claim the job once its lease has run out, as a second worker, and handle it."""
+    guard = time.monotonic() + HANG_GUARD_S
+    while (lease := queue.claim()) is None:
+        if time.monotonic() > guard:
+            raise RuntimeError(f"hang guard: the job was not claimable again within {HANG_GUARD_S:g} s")
+        time.sleep(0.02)
+    with History(folder, "second") as history:
+        history.started(lease.job.id)
+        return write_and_ack(design, queue, effects, lease, history)
+
+
+def _expect(pipe: Pipe, wanted: str | None, doing: str) -> str:
+    """The next message of the paused worker (``wanted``, if given).
+
+    Raises:
+        RuntimeError: if it sends something else, dies, or says nothing within the hang guard.
+    """
+    try:
+        said = pipe.recv() if pipe.poll(HANG_GUARD_S) else None
+    except EOFError:
+        said = None
+    if not isinstance(said, str) or (wanted is not None and said != wanted):
+        raise RuntimeError(f"the paused worker did not {doing}: it said {said!r}")
+    return said
