@@ -6,6 +6,8 @@ Run as ``jobqueue …`` (installed with the package) or ``python -m jobqueue …
     jobqueue stats shop.db
     jobqueue dead shop.db
     jobqueue replay shop.db receipt-1001        # or: --all
+    jobqueue dashboard postgresql://shop@db/shop --port 8000
+    jobqueue worker shop.db --handlers jobqueue.shop_worker:register --dashboard
 
 Every command takes a DuckDB file or a PostgreSQL URL (``postgresql://user@host/db``,
 a :class:`~jobqueue.backends.postgres.PostgresQueue`). On PostgreSQL any number of worker processes
@@ -18,6 +20,12 @@ to standard output and shuts down gracefully on SIGTERM or SIGINT (see
 worker runs no other process can enqueue, list or replay (see :mod:`jobqueue.backends.duckdb`);
 ``stats`` then reads the figures the worker writes next to the file (``FILE.stats.json``)
 every ``--stats-every`` seconds.
+
+``dashboard`` serves a live page of the queue (:mod:`jobqueue.dashboard`) on 127.0.0.1
+(``--host``, ``--port``); ``--read-only`` hides its replay and discard buttons and refuses
+their requests. A DuckDB file held by a worker cannot be opened by a dashboard process:
+run ``jobqueue worker FILE --dashboard``, which serves the page from the worker's own
+process and event loop.
 
 Exit status: 0 on success; 1 when the queue file cannot be used (held by another
 process, not a DuckDB file), the PostgreSQL server cannot be reached, or ``replay``
@@ -53,6 +61,9 @@ from jobqueue.worker import DEFAULT_TIMEOUT_S, JobEvent, Worker
 
 if TYPE_CHECKING:
     from jobqueue.backends.postgres import PostgresQueue
+
+DEFAULT_PORT = 8000
+"""The dashboard's TCP port unless ``--port`` (``--dashboard-port``) says otherwise."""
 
 Register = Callable[[Worker], object]
 """A function that registers handlers on a worker (what ``--handlers`` names)."""
@@ -145,6 +156,14 @@ def count(text: str, *, least: int = 1) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}") from None
 
 
+def port(text: str) -> int:
+    """Parse a command-line TCP port, 1 to 65535 (argparse names the option on error)."""
+    number = count(text)
+    if number > 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port from 1 to 65535, got {text!r}")
+    return number
+
+
 def load_handlers(spec: str) -> Register:
     """Import ``"package.module:function"`` and return the function.
 
@@ -193,15 +212,31 @@ async def _serve(runner: Runner, queue: Queue, args: argparse.Namespace) -> None
     # file; PostgreSQL answers `stats` itself.
     file = queue if isinstance(queue, DurableQueue) else None
     reporter = None if file is None else asyncio.create_task(_report_stats(file, args.stats_every))
+    source = where(queue, args.file)
+    page = None
+    if args.dashboard:  # on the same event loop; the runner keeps the signals
+        from jobqueue.dashboard import create_app, hosts_for, server
+
+        app = create_app(
+            queue,
+            where=source,
+            read_only=args.dashboard_read_only,
+            allowed_hosts=hosts_for(args.dashboard_host),
+        )
+        page = server(app, host=args.dashboard_host, port=args.dashboard_port, beside_worker=True)
+        serving = asyncio.create_task(page.serve())
+        _log(_dashboard_line(source, args.dashboard_host, args.dashboard_port, args.dashboard_read_only))
     try:
         with runner.signals_stop():
-            source = where(queue, args.file)
             _log(f"worker {os.getpid()} ready: up to {runner.concurrency} jobs at once from {source}")
             events = await runner.run(until_idle=args.burst)
     finally:
         if reporter is not None:
             reporter.cancel()
             stats_path(args.file).unlink(missing_ok=True)
+        if page is not None:
+            page.should_exit = True
+            await serving
     _log(f"worker {os.getpid()} stopped: {summary(events)}")
 
 
@@ -279,6 +314,22 @@ def _replay(args: argparse.Namespace) -> int:
     if not ids:
         print("no dead letters to replay")
     return 0
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    from jobqueue.dashboard import create_app, hosts_for, server
+
+    with open_queue(args.file, transaction_pooler=args.transaction_pooler) as queue:
+        source = where(queue, args.file)
+        app = create_app(queue, where=source, read_only=args.read_only, allowed_hosts=hosts_for(args.host))
+        _log(_dashboard_line(source, args.host, args.port, args.read_only))
+        server(app, host=args.host, port=args.port).run()  # until SIGINT or SIGTERM
+    return 0
+
+
+def _dashboard_line(source: str, host: str, port: int, read_only: bool) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"dashboard of {source} on http://{shown}:{port}/" + (" (read-only)" if read_only else "")
 
 
 def _log(line: object) -> None:
@@ -366,6 +417,32 @@ def _parser() -> argparse.ArgumentParser:
         "--stats-every", type=seconds, default=10.0, help="seconds between writes of FILE.stats.json"
     )
     worker.add_argument("--burst", action="store_true", help="exit once the queue has no due job")
+    worker.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="also serve the live dashboard from this process (the way to watch a DuckDB file)",
+    )
+    worker.add_argument("--dashboard-host", default="127.0.0.1", help="address the dashboard listens on")
+    worker.add_argument("--dashboard-port", type=port, default=DEFAULT_PORT, help="the dashboard's TCP port")
+    worker.add_argument(
+        "--dashboard-read-only",
+        action="store_true",
+        help="the dashboard shows no buttons and refuses actions",
+    )
+
+    dashboard = command(
+        "dashboard",
+        "serve a live web page of the queue",
+        "Serve a live page of the queue: jobs by type and state, throughput and failure rate, the"
+        " running jobs and the dead letters, with buttons to replay or discard them. A DuckDB file"
+        " held by a worker cannot be opened here: use `jobqueue worker FILE --dashboard` instead.",
+        _dashboard,
+    )
+    dashboard.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    dashboard.add_argument("--port", type=port, default=DEFAULT_PORT, help="TCP port to listen on")
+    dashboard.add_argument(
+        "--read-only", action="store_true", help="show no buttons and refuse replay and discard"
+    )
 
     stats = command(
         "stats",
