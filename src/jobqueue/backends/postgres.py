@@ -931,14 +931,19 @@ def _overflowing(rows: Sequence[Sequence[Any]], exact_up_to: int) -> frozenset[S
 
 
 def _sample_percent(pages: int, rows_per_page: float, *, rows: int) -> float:
-    """The share of the table's ``pages``, in per cent, to sample for about ``rows`` rows.
+    """The share of the table's ``pages``, in per cent, to sample: about ``rows`` rows, at least 100 pages.
 
     ``rows_per_page`` comes from the last ANALYZE; before one, 50 (a job row takes about
     150 bytes of an 8 kB page) is assumed. The estimate is unbiased whatever the share;
-    only its spread depends on the rows sampled.
+    its spread shrinks with the rows sampled, and a sample of few pages would swing with
+    the page it happens to take, so a table of 100 pages or fewer is read whole.
     """
     expected = max(pages, 1) * (rows_per_page or 50.0)
-    return min(100.0, max(0.01, 100.0 * rows / expected))
+    return min(100.0, max(100.0 * _LEAST_SAMPLED_PAGES / max(pages, 1), 100.0 * rows / expected))
+
+
+_LEAST_SAMPLED_PAGES = 100
+"""Pages a sampled census reads at least (about 5,000 jobs)."""
 
 
 def _read_job(row: Sequence[Any]) -> Job:
