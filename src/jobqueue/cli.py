@@ -42,6 +42,7 @@ import asyncio
 import datetime
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -60,6 +61,8 @@ from jobqueue.runner import DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
 from jobqueue.worker import DEFAULT_TIMEOUT_S, JobEvent, Worker
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from jobqueue.backends.postgres import PostgresQueue
 
 DEFAULT_PORT = 8000
@@ -223,7 +226,7 @@ async def _serve(runner: Runner, queue: Queue, args: argparse.Namespace) -> None
             read_only=args.dashboard_read_only,
             allowed_hosts=hosts_for(args.dashboard_host),
         )
-        page = server(app, host=args.dashboard_host, port=args.dashboard_port, beside_worker=True)
+        page = server(app, host=args.dashboard_host, port=args.dashboard_port)
         serving = asyncio.create_task(page.serve())
         _log(_dashboard_line(source, args.dashboard_host, args.dashboard_port, args.dashboard_read_only))
     try:
@@ -323,8 +326,16 @@ def _dashboard(args: argparse.Namespace) -> int:
         source = where(queue, args.file)
         app = create_app(queue, where=source, read_only=args.read_only, allowed_hosts=hosts_for(args.host))
         _log(_dashboard_line(source, args.host, args.port, args.read_only))
-        server(app, host=args.host, port=args.port).run()  # until SIGINT or SIGTERM
+        asyncio.run(_serve_until_signal(server(app, host=args.host, port=args.port)))
     return 0
+
+
+async def _serve_until_signal(page: uvicorn.Server) -> None:
+    """Serve until SIGINT or SIGTERM, then stop taking requests and finish the open ones."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, setattr, page, "should_exit", True)
+    await page.serve()
 
 
 def _dashboard_line(source: str, host: str, port: int, read_only: bool) -> str:

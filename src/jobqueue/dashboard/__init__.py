@@ -1,11 +1,10 @@
 """A live web dashboard of a queue: ``jobqueue dashboard FILE|URL``, or beside a worker.
 
 :func:`create_app` (in :mod:`jobqueue.dashboard.app`) makes the Starlette app; :func:`server`
-wraps it in a uvicorn server, either on its own (``jobqueue dashboard``: it stops on
-SIGINT or SIGTERM) or as a task beside a :class:`~jobqueue.runner.Runner` on the same event
-loop (``jobqueue worker FILE --dashboard``: the runner keeps the signals and stops the
-server when it is done). The page shows a :class:`jobqueue.overview.Snapshot`, as the
-notebook view does.
+wraps it in a uvicorn server that its caller stops: on SIGINT or SIGTERM (``jobqueue
+dashboard``), or when the :class:`~jobqueue.runner.Runner` beside it on the same event loop
+is done (``jobqueue worker FILE --dashboard``: the runner keeps the signals). The page
+shows a :class:`jobqueue.overview.Snapshot`, as the notebook view does.
 
 Introduced with the dashboard.
 """
@@ -23,22 +22,23 @@ from jobqueue.dashboard.app import LOCAL_HOSTS, create_app
 __all__ = ["LOCAL_HOSTS", "create_app", "hosts_for", "server"]
 
 
-class _BesideWorker(uvicorn.Server):
-    """A uvicorn server that leaves SIGINT and SIGTERM to the worker it runs beside."""
+class _Server(uvicorn.Server):
+    """A uvicorn server that installs no signal handlers: its owner sets ``should_exit``."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
 
 
-def server(app: ASGIApp, *, host: str, port: int, beside_worker: bool = False) -> uvicorn.Server:
+def server(app: ASGIApp, *, host: str, port: int) -> uvicorn.Server:
     """A uvicorn server for ``app`` on ``host``:``port``, with no access log (the page polls).
 
-    With ``beside_worker`` it installs no signal handlers: run ``serve()`` as a task and
-    set ``should_exit`` to stop it. Otherwise ``run()`` serves until SIGINT or SIGTERM.
+    It leaves the signals to its caller (uvicorn's own handlers would take SIGTERM from a
+    runner on the same loop, and raise it again once done): run ``serve()`` as a task, and
+    set ``should_exit`` to stop it.
     """
     config = uvicorn.Config(app, host=host, port=port, access_log=False, log_level="warning")
-    return _BesideWorker(config) if beside_worker else uvicorn.Server(config)
+    return _Server(config)
 
 
 def hosts_for(host: str) -> tuple[str, ...]:
