@@ -17,8 +17,10 @@ function el(tag, attrs = {}, text = null) {
   return node;
 }
 
+// An estimate is shown to 3 significant digits, which is all a sample of the table gives.
 function number(value, approximate) {
-  return (approximate ? "≈" : "") + Math.round(value).toLocaleString("en");
+  if (!approximate) return Math.round(value).toLocaleString("en");
+  return "≈" + Number(Math.round(value).toPrecision(3)).toLocaleString("en");
 }
 
 function seconds(s) {
@@ -71,10 +73,10 @@ function drawRunning(snap) {
   const rows = snap.running.map((job) => {
     const row = el("tr", { "data-id": job.id });
     row.append(
-      el("td", {}, job.id),
+      el("td", { class: "id" }, job.id),
       el("td", {}, job.type),
       el("td", { class: "num" }, `${job.attempt} / ${job.max_attempts}`),
-      el("td", {}, `in ${seconds(Math.max(0, job.leased_until - snap.at))}`),
+      el("td", { class: "when" }, `in ${seconds(Math.max(0, job.leased_until - snap.at))}`),
     );
     return row;
   });
@@ -87,10 +89,10 @@ function drawDead(snap) {
   const rows = snap.dead_letters.map((letter) => {
     const row = el("tr", { "data-id": letter.id });
     row.append(
-      el("td", {}, letter.id),
+      el("td", { class: "id" }, letter.id),
       el("td", {}, letter.type),
       el("td", { class: "num" }, `${letter.attempts} / ${letter.max_attempts}`),
-      el("td", {}, `${seconds(Math.max(0, snap.at - letter.died_at))} ago`),
+      el("td", { class: "when" }, `${seconds(Math.max(0, snap.at - letter.died_at))} ago`),
       el("td", { class: "error" }, letter.last_error || ""),
     );
     if (!READ_ONLY) {
@@ -120,8 +122,8 @@ function drawChart(snap) {
         scales: { rate: { range: [0, 100] } },
         series: [
           {},
-          { label: "done per second", stroke: "#2e8b57", fill: "rgba(46,139,87,0.12)", width: 2, scale: "jobs" },
-          { label: "failure rate %", stroke: "#c0392b", width: 2, scale: "rate" },
+          { label: "done per second", stroke: "#2e8b57", fill: "rgba(46,139,87,0.12)", width: 2, scale: "jobs", points: { show: false } },
+          { label: "failure rate %", stroke: "#c0392b", width: 2, scale: "rate", points: { show: false } },
         ],
         axes: [
           {},
