@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobqueue.backends.contract import Queue, ShowsOverview
-from jobqueue.census import EXACT_UP_TO, STATES, Census, live_state
+from jobqueue.census import EXACT_UP_TO, STATES, Census
 from jobqueue.errors import InvalidSettingError
 from jobqueue.job import DeadLetter, Job, check_count, check_positive_seconds
 from jobqueue.metrics import bucket
@@ -236,10 +236,3 @@ def bin_outcomes(
     return tuple(
         Rate(start=start + i * bin_s, width_s=bin_s, done=done[i], failed=failed[i]) for i in range(bins)
     )
-
-
-def lease_left_s(job: Job, now: float) -> float:
-    """Seconds until ``job``'s lease ends, from ``now``; 0.0 if it is not leased any more."""
-    if job.leased_until is None or live_state(job, now) != "leased":
-        return 0.0
-    return job.leased_until - now
