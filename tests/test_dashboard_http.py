@@ -9,6 +9,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from browser_support import free_port
 from psycopg.conninfo import conninfo_to_dict
 from starlette.testclient import TestClient
 
@@ -16,7 +17,6 @@ from jobqueue import JobQueue, ManualClock
 from jobqueue.cli import main
 from jobqueue.dashboard import create_app, hosts_for
 from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
-from tests.browser_support import free_port
 
 T0 = 1_000.0
 TOKEN = "test-token-123"

@@ -744,7 +744,7 @@ class DurableQueue:
             InvalidSettingError: if ``exact_up_to`` is not an int >= 1.
         """
         check_count("exact_up_to", exact_up_to)
-        with self._transaction() as con:
+        with self._read() as con:  # two reads, no commit to wait for
             now = self.clock.now()
             rows = con.execute(SQL["census"], {"now": now}).fetchall()
             oldest = con.execute(SQL["oldest_waiting"], {"now": now}).fetchall()[0][0]
@@ -768,7 +768,7 @@ class DurableQueue:
             InvalidSettingError: if ``limit`` is not an int >= 1.
         """
         check_count("limit", limit)
-        with self._transaction() as con:
+        with self._read() as con:  # nothing is rewritten: no transaction to commit
             rows = con.execute(SQL["newest_dead_letters"], {"limit": limit}).fetchall()
             return self._readable_dead(con, rows, self.clock.now(), rewrite=False)
 
