@@ -50,6 +50,11 @@ STATIC = Path(__file__).parent / "static"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 """The ``Host`` names the app answers by default."""
 
+ACTIONS = {"replay": "replayed: waiting again", "discard": "discarded"}
+"""The POST actions on a dead letter: each the name of a queue method taking a job id, and
+what the answer says once it is done. (A queue method with that contract, such as a
+cancel, is one more entry here and a button in ``static/dashboard.js``.)"""
+
 TOKEN_HEADER = "X-CSRF-Token"
 """The request header that must carry the page's CSRF token on every POST."""
 
@@ -101,8 +106,8 @@ def create_app(
 
     async def act(request: Request) -> Response:
         action = request.path_params["action"]
-        if action not in ("replay", "discard"):
-            return _message(404, f"no action {action!r}: replay or discard")
+        if action not in ACTIONS:
+            return _message(404, f"no action {action!r}: {' or '.join(ACTIONS)}")
         if read_only:
             return _message(403, "this dashboard is read-only: replay and discard are off")
         sent = request.headers.get(TOKEN_HEADER, "")
@@ -116,13 +121,12 @@ def create_app(
         if not isinstance(job_id, str) or not job_id:
             return _message(400, f'expected a JSON body {{"id": "..."}} with a non-empty id, got {body!r}')
         try:
-            await run_in_threadpool(queue.replay if action == "replay" else queue.discard, job_id)
+            await run_in_threadpool(getattr(queue, action), job_id)
         except (DeadLetterNotFoundError, InvalidSettingError) as exc:
             return _message(404, str(exc))
         except StorageError as exc:
             return _message(503, f"cannot {action} {job_id!r}: {exc}")
-        done = "replayed: waiting again" if action == "replay" else "discarded"
-        return _message(200, f"{job_id} {done}")
+        return _message(200, f"{job_id} {ACTIONS[action]}")
 
     return Starlette(
         routes=[
