@@ -13,7 +13,7 @@ from browser_support import free_port
 from psycopg.conninfo import conninfo_to_dict
 from starlette.testclient import TestClient
 
-from jobqueue import JobQueue, ManualClock
+from jobqueue import DurableQueue, JobQueue, ManualClock
 from jobqueue.cli import main
 from jobqueue.dashboard import create_app, hosts_for
 from jobqueue.shop import SEND_RECEIPT, ReceiptPayload
@@ -180,3 +180,13 @@ def test_the_dashboard_command_needs_an_existing_file(tmp_path: os.PathLike[str]
     with pytest.raises(SystemExit) as exit:
         main(["dashboard", f"{tmp_path}/missing.db"])
     assert exit.value.code == 2
+
+
+def test_the_dashboard_command_on_a_held_file_says_to_use_the_worker(
+    tmp_path: os.PathLike[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = f"{tmp_path}/shop.db"
+    with DurableQueue(file):  # held, as a worker would hold it
+        assert main(["dashboard", file]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and "start that worker with --dashboard" in error

@@ -322,7 +322,13 @@ def _replay(args: argparse.Namespace) -> int:
 def _dashboard(args: argparse.Namespace) -> int:
     from jobqueue.dashboard import create_app, hosts_for, server
 
-    with open_queue(args.file, transaction_pooler=args.transaction_pooler) as queue:
+    try:
+        opened = open_queue(args.file, transaction_pooler=args.transaction_pooler)
+    except QueueFileLockedError as exc:
+        raise QueueFileLockedError(
+            f"{exc} To watch a file a worker holds, start that worker with --dashboard."
+        ) from exc
+    with opened as queue:
         source = where(queue, args.file)
         app = create_app(queue, where=source, read_only=args.read_only, allowed_hosts=hosts_for(args.host))
         _log(_dashboard_line(source, args.host, args.port, args.read_only))
