@@ -191,3 +191,25 @@ def test_bin_outcomes_adds_seconds_into_bins_and_leaves_out_the_rest() -> None:
     )
     assert [(rate.start, rate.done, rate.failed) for rate in rates] == [(100, 3, 1), (110, 0, 0), (120, 3, 3)]
     assert rates[0].per_s == 0.3 and rates[0].failure_rate == 0.25 and rates[1].failure_rate == 0.0
+
+
+def test_postgres_overview_reads_use_indexes_without_forcing_them(pg_conninfo: str) -> None:
+    import psycopg
+
+    from jobqueue.backends.postgres import SQL, PostgresQueue
+
+    with PostgresQueue(pg_conninfo, clock=ManualClock(T0), retry=POLICY) as queue:
+        queue.enqueue_many(SEND_RECEIPT, receipts(*range(20_000)))
+        queue.claim_many(3)
+    reads = {
+        "census_bounded": {"now": T0, "bound": 101},
+        "leased_jobs": {"now": T0, "limit": 20},
+        "oldest_waiting": {"now": T0},
+        "newest_dead_letters": {"limit": 20},
+    }
+    # A plain connection (enable_seqscan on, as behind a transaction pooler), statistics fresh.
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:
+        con.execute("ANALYZE jobqueue_jobs")
+        for name, params in reads.items():
+            plan = "\n".join(row[0] for row in con.execute(f"EXPLAIN {SQL[name]}", params).fetchall())
+            assert "Seq Scan" not in plan, f"{name} reads every job:\n{plan}"

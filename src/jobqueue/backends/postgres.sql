@@ -315,14 +315,17 @@ DELETE FROM jobqueue_outcomes WHERE second < %(before)s;
 -- name: census_bounded
 -- At most `bound` rows of each range: waiting and the rest of the live jobs (scheduled or
 -- leased) through the claim index on visible_at, the dead through jobqueue_jobs_dead. A range
--- that fills its bound has more jobs than the exact count allows.
+-- that fills its bound has more jobs than the exact count allows. Each ORDER BY is its
+-- index's order, so the planner reads the index even where enable_seqscan is on (behind a
+-- transaction pooler): a sequential scan would read every job to find a few leased ones.
 WITH waiting AS (
-    SELECT type FROM jobqueue_jobs WHERE died_at IS NULL AND visible_at <= %(now)s LIMIT %(bound)s
+    SELECT type FROM jobqueue_jobs WHERE died_at IS NULL AND visible_at <= %(now)s
+    ORDER BY priority DESC, visible_at, serial LIMIT %(bound)s
 ), later AS (
     SELECT type, leased_until > %(now)s AS leased FROM jobqueue_jobs
-    WHERE died_at IS NULL AND visible_at > %(now)s LIMIT %(bound)s
+    WHERE died_at IS NULL AND visible_at > %(now)s ORDER BY priority DESC, visible_at, serial LIMIT %(bound)s
 ), dead AS (
-    SELECT type FROM jobqueue_jobs WHERE died_at IS NOT NULL LIMIT %(bound)s
+    SELECT type FROM jobqueue_jobs WHERE died_at IS NOT NULL ORDER BY died_at, id LIMIT %(bound)s
 )
 SELECT 'waiting', type, count(*) FROM waiting GROUP BY type
 UNION ALL
