@@ -455,7 +455,11 @@ def _parser() -> argparse.ArgumentParser:
         " held by a worker cannot be opened here: use `jobqueue worker FILE --dashboard` instead.",
         _dashboard,
     )
-    dashboard.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    dashboard.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on; the page asks for no login, so beyond localhost put it behind your own",
+    )
     dashboard.add_argument("--port", type=port, default=DEFAULT_PORT, help="TCP port to listen on")
     dashboard.add_argument(
         "--read-only", action="store_true", help="show no buttons and refuse replay and discard"
