@@ -224,6 +224,7 @@ SLOW_FIRST = (
     "tests/test_queue_state_machine.py::TestDurableQueue",
     "tests/test_browser.py",
     "tests/test_browser_fit.py",
+    "tests/test_browser_dashboard.py",
     "tests/test_parallel.py",
     "tests/test_postgres_lifecycle.py::test_a_pytest_run",
     "tests/test_postgres_kill.py",

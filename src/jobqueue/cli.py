@@ -7,6 +7,8 @@ Run as ``jobqueue …`` (installed with the package) or ``python -m jobqueue …
     jobqueue dead shop.db
     jobqueue replay shop.db receipt-1001        # or: --all
     jobqueue migrate postgresql://app@db/shop    # a deploy's step, before the new workers
+    jobqueue dashboard postgresql://shop@db/shop --port 8000
+    jobqueue worker shop.db --handlers jobqueue.examples.shop_worker:register --dashboard
 
 Every command takes a DuckDB file or a PostgreSQL URL (``postgresql://user@host/db``,
 a :class:`~jobqueue.backends.postgres.PostgresQueue`). On PostgreSQL any number of worker processes
@@ -19,6 +21,12 @@ to standard output and shuts down gracefully on SIGTERM or SIGINT (see
 worker runs no other process can enqueue, list or replay (see :mod:`jobqueue.backends.duckdb`);
 ``stats`` then reads the figures the worker writes next to the file (``FILE.stats.json``)
 every ``--stats-every`` seconds.
+
+``dashboard`` serves a live page of the queue (:mod:`jobqueue.dashboard`) on 127.0.0.1
+(``--host``, ``--port``); ``--read-only`` hides its replay and discard buttons and refuses
+their requests. A DuckDB file held by a worker cannot be opened by a dashboard process:
+run ``jobqueue worker FILE --dashboard``, which serves the page from the worker's own
+process and event loop.
 
 Exit status: 0 on success; 1 when the queue file cannot be used (held by another
 process, not a DuckDB file), the PostgreSQL server cannot be reached, or ``replay``
@@ -35,6 +43,7 @@ import asyncio
 import datetime
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -53,7 +62,12 @@ from jobqueue.runner import DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
 from jobqueue.worker import DEFAULT_TIMEOUT_S, JobEvent, Worker
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from jobqueue.backends.postgres import PostgresQueue
+
+DEFAULT_PORT = 8000
+"""The dashboard's TCP port unless ``--port`` (``--dashboard-port``) says otherwise."""
 
 Register = Callable[[Worker], object]
 """A function that registers handlers on a worker (what ``--handlers`` names)."""
@@ -146,6 +160,14 @@ def count(text: str, *, least: int = 1) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}") from None
 
 
+def port(text: str) -> int:
+    """Parse a command-line TCP port, 1 to 65535 (argparse names the option on error)."""
+    number = count(text)
+    if number > 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port from 1 to 65535, got {text!r}")
+    return number
+
+
 def load_handlers(spec: str) -> Register:
     """Import ``"package.module:function"`` and return the function.
 
@@ -194,15 +216,31 @@ async def _serve(runner: Runner, queue: Queue, args: argparse.Namespace) -> None
     # file; PostgreSQL answers `stats` itself.
     file = queue if isinstance(queue, DurableQueue) else None
     reporter = None if file is None else asyncio.create_task(_report_stats(file, args.stats_every))
+    source = where(queue, args.file)
+    page = None
+    if args.dashboard:  # on the same event loop; the runner keeps the signals
+        from jobqueue.dashboard import create_app, hosts_for, server
+
+        app = create_app(
+            queue,
+            where=source,
+            read_only=args.dashboard_read_only,
+            allowed_hosts=hosts_for(args.dashboard_host),
+        )
+        page = server(app, host=args.dashboard_host, port=args.dashboard_port)
+        serving = asyncio.create_task(page.serve())
+        _log(_dashboard_line(source, args.dashboard_host, args.dashboard_port, args.dashboard_read_only))
     try:
         with runner.signals_stop():
-            source = where(queue, args.file)
             _log(f"worker {os.getpid()} ready: up to {runner.concurrency} jobs at once from {source}")
             events = await runner.run(until_idle=args.burst)
     finally:
         if reporter is not None:
             reporter.cancel()
             stats_path(args.file).unlink(missing_ok=True)
+        if page is not None:
+            page.should_exit = True
+            await serving
     _log(f"worker {os.getpid()} stopped: {summary(events)}")
 
 
@@ -294,6 +332,36 @@ def _migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dashboard(args: argparse.Namespace) -> int:
+    from jobqueue.dashboard import create_app, hosts_for, server
+
+    try:
+        opened = open_queue(args.file, transaction_pooler=args.transaction_pooler)
+    except QueueFileLockedError as exc:
+        raise QueueFileLockedError(
+            f"{exc} To watch a file a worker holds, start that worker with --dashboard."
+        ) from exc
+    with opened as queue:
+        source = where(queue, args.file)
+        app = create_app(queue, where=source, read_only=args.read_only, allowed_hosts=hosts_for(args.host))
+        _log(_dashboard_line(source, args.host, args.port, args.read_only))
+        asyncio.run(_serve_until_signal(server(app, host=args.host, port=args.port)))
+    return 0
+
+
+async def _serve_until_signal(page: uvicorn.Server) -> None:
+    """Serve until SIGINT or SIGTERM, then stop taking requests and finish the open ones."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, setattr, page, "should_exit", True)
+    await page.serve()
+
+
+def _dashboard_line(source: str, host: str, port: int, read_only: bool) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"dashboard of {source} on http://{shown}:{port}/" + (" (read-only)" if read_only else "")
+
+
 def _log(line: object) -> None:
     """Print a log line at once (a service's output is read while it runs)."""
     text = line.describe(_iso) if isinstance(line, JobEvent) else str(line)
@@ -379,6 +447,36 @@ def _parser() -> argparse.ArgumentParser:
         "--stats-every", type=seconds, default=10.0, help="seconds between writes of FILE.stats.json"
     )
     worker.add_argument("--burst", action="store_true", help="exit once the queue has no due job")
+    worker.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="also serve the live dashboard from this process (the way to watch a DuckDB file)",
+    )
+    worker.add_argument("--dashboard-host", default="127.0.0.1", help="address the dashboard listens on")
+    worker.add_argument("--dashboard-port", type=port, default=DEFAULT_PORT, help="the dashboard's TCP port")
+    worker.add_argument(
+        "--dashboard-read-only",
+        action="store_true",
+        help="the dashboard shows no buttons and refuses actions",
+    )
+
+    dashboard = command(
+        "dashboard",
+        "serve a live web page of the queue",
+        "Serve a live page of the queue: jobs by type and state, throughput and failure rate, the"
+        " running jobs and the dead letters, with buttons to replay or discard them. A DuckDB file"
+        " held by a worker cannot be opened here: use `jobqueue worker FILE --dashboard` instead.",
+        _dashboard,
+    )
+    dashboard.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on; the page asks for no login, so beyond localhost put it behind your own",
+    )
+    dashboard.add_argument("--port", type=port, default=DEFAULT_PORT, help="TCP port to listen on")
+    dashboard.add_argument(
+        "--read-only", action="store_true", help="show no buttons and refuse replay and discard"
+    )
 
     stats = command(
         "stats",

@@ -5,7 +5,7 @@
 :class:`~jobqueue.backends.postgres.PostgresQueue` all offer; workers, runners and the command
 line accept any of them. A backend that can do more says so by having the members of
 an ability protocol (:class:`AcksAndClaims`, :class:`ClaimsAhead`, :class:`WaitsForWork`,
-:class:`NamesServer`); callers test for an ability with ``isinstance``, which mypy
+:class:`NamesServer`, :class:`ShowsOverview`); callers test for an ability with ``isinstance``, which mypy
 follows, instead of probing with ``getattr`` (as Oban's engine declares its optional
 callbacks). The small functions at the end are the checks and messages every backend
 shares, so that a bad argument or a stale lease reads the same whatever the storage.
@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar, runtime_checkable
 
+from jobqueue.census import EXACT_UP_TO, Census
 from jobqueue.clock import Clock
 from jobqueue.errors import InvalidSettingError, StaleLeaseError
 from jobqueue.job import DeadLetter, Job, JobType, Lease, check_count, check_job_id
@@ -285,3 +286,26 @@ def check_ids(ids: Sequence[str] | None, payloads: Sequence[object]) -> Sequence
     for job_id in ids:
         check_job_id(job_id)
     return ids
+
+
+@runtime_checkable
+class ShowsOverview(Protocol):
+    """A queue that answers a dashboard's reads, each without reading every job where it can help it.
+
+    :func:`jobqueue.overview.snapshot` builds the dashboard's picture from these reads; all
+    three backends have them. A database queue counts a state one by one up to
+    ``exact_up_to`` jobs, and past that may estimate it (:attr:`Census.estimated`).
+    Introduced with the dashboard.
+    """
+
+    def census(self, *, exact_up_to: int = EXACT_UP_TO) -> Census:
+        """The jobs by type and state now, and the oldest waiting job's age."""
+
+    def leased_jobs(self, limit: int) -> list[Job]:
+        """Up to ``limit`` jobs under an unexpired lease, the lease that ends first first."""
+
+    def newest_dead_letters(self, limit: int) -> list[DeadLetter]:
+        """Up to ``limit`` dead letters, the latest death first."""
+
+    def outcome_counts(self, since: int) -> list[tuple[int, int, int]]:
+        """``(second, done, failed)`` per one-second bucket from the second ``since`` on, oldest first."""

@@ -36,6 +36,7 @@ from jobqueue.backends.contract import (
     check_ids,
 )
 from jobqueue.backoff import RandomFn
+from jobqueue.census import EXACT_UP_TO, Census, live_state, tally
 from jobqueue.clock import Clock
 from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, StaleLeaseError
 from jobqueue.job import (
@@ -545,3 +546,43 @@ class JobQueue:
     def _holder(self, lease: Lease) -> Job:
         """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
         return check_holder(lease, self._jobs.get(lease.job.id), self._tokens.get(lease.job.id))
+
+    # -- the dashboard's reads (ShowsOverview) ------------------------------------------
+
+    def census(self, *, exact_up_to: int = EXACT_UP_TO) -> Census:
+        """The jobs by type and state now; every count exact (memory is read, not a table).
+
+        ``exact_up_to`` is accepted for the contract and changes nothing here.
+        """
+        check_count("exact_up_to", exact_up_to)
+        now = self.clock.now()
+        rows = [(live_state(job, now), job.type, 1) for job in self._jobs.values()]
+        rows += [("dead", letter.job.type, 1) for letter in self._dead.values()]
+        ages = [now - job.visible_at() for job in self._jobs.values() if live_state(job, now) == "waiting"]
+        return Census(
+            at=now, by_type=tally(rows), estimated=frozenset(), oldest_waiting_age_s=max(ages, default=0.0)
+        )
+
+    def leased_jobs(self, limit: int) -> list[Job]:
+        """Up to ``limit`` jobs under an unexpired lease, the lease that ends first first.
+
+        Raises:
+            InvalidSettingError: if ``limit`` is not an int >= 1.
+        """
+        check_count("limit", limit)
+        now = self.clock.now()
+        leased = [job for job in self._jobs.values() if live_state(job, now) == "leased"]
+        return heapq.nsmallest(limit, leased, key=lambda job: (job.leased_until, job.id))
+
+    def newest_dead_letters(self, limit: int) -> list[DeadLetter]:
+        """Up to ``limit`` dead letters, the latest death first.
+
+        Raises:
+            InvalidSettingError: if ``limit`` is not an int >= 1.
+        """
+        check_count("limit", limit)
+        return heapq.nlargest(limit, self._dead.values(), key=lambda dead: (dead.died_at, dead.job.id))
+
+    def outcome_counts(self, since: int) -> list[tuple[int, int, int]]:
+        """``(second, done, failed)`` per one-second bucket from the second ``since`` on, oldest first."""
+        return [row for row in self._outcomes.rows() if row[0] >= since]

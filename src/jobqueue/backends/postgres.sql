@@ -329,3 +329,76 @@ SET done = jobqueue_outcomes.done + excluded.done, failed = jobqueue_outcomes.fa
 
 -- name: forget_outcomes
 DELETE FROM jobqueue_outcomes WHERE second < %(before)s;
+
+-- The dashboard's reads (jobqueue.backends.contract.ShowsOverview): a refresh every 2 s must
+-- not read every job. Counting 1,000,000 rows takes this server about 150 ms, so each state
+-- is counted one by one only up to a bound, through an index where one serves, and a state
+-- with more jobs is estimated from a sample of the table (census_sampled).
+
+-- name: census_bounded
+-- At most `bound` rows of each range: waiting and the rest of the live jobs (scheduled or
+-- leased) through the claim index on visible_at, the dead through jobqueue_jobs_dead. A range
+-- that fills its bound has more jobs than the exact count allows. Each ORDER BY is its
+-- index's order, so the planner reads the index even where enable_seqscan is on (behind a
+-- transaction pooler): a sequential scan would read every job to find a few leased ones.
+WITH waiting AS (
+    SELECT type FROM jobqueue_jobs WHERE died_at IS NULL AND visible_at <= %(now)s
+    ORDER BY priority DESC, visible_at, serial LIMIT %(bound)s
+), later AS (
+    SELECT type, leased_until > %(now)s AS leased FROM jobqueue_jobs
+    WHERE died_at IS NULL AND visible_at > %(now)s ORDER BY priority DESC, visible_at, serial LIMIT %(bound)s
+), dead AS (
+    SELECT type FROM jobqueue_jobs WHERE died_at IS NOT NULL ORDER BY died_at, id LIMIT %(bound)s
+)
+SELECT 'waiting', type, count(*) FROM waiting GROUP BY type
+UNION ALL
+SELECT CASE WHEN leased THEN 'leased' ELSE 'scheduled' END, type, count(*) FROM later GROUP BY 1, 2
+UNION ALL
+SELECT 'dead', type, count(*) FROM dead GROUP BY type;
+
+-- name: table_pages
+-- The table's size in pages now, and its rows per page at the last ANALYZE (0 before one).
+SELECT pg_relation_size('jobqueue_jobs') / current_setting('block_size')::bigint,
+       CASE WHEN relpages > 0 AND reltuples > 0 THEN reltuples / relpages ELSE 0 END
+FROM pg_class WHERE oid = 'jobqueue_jobs'::regclass;
+
+-- name: census_sampled
+-- Every state by type in a sample of `percent` per cent of the table's pages (TABLESAMPLE SYSTEM:
+-- each page taken or not at random, so each count times 100 / percent estimates the whole table).
+SELECT CASE WHEN died_at IS NOT NULL THEN 'dead' WHEN leased_until > %(now)s THEN 'leased'
+            WHEN visible_at > %(now)s THEN 'scheduled' ELSE 'waiting' END,
+       type, count(*) * 100.0 / %(percent)s
+FROM jobqueue_jobs TABLESAMPLE SYSTEM (%(percent)s) GROUP BY 1, 2;
+
+-- name: oldest_waiting
+-- The oldest due job of each priority, the first entry of its range in the claim index: the
+-- priorities in use are found by hopping through the index (one probe each), not by a scan.
+WITH RECURSIVE priorities AS (
+    (SELECT priority FROM jobqueue_jobs WHERE died_at IS NULL ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT job.priority FROM jobqueue_jobs AS job
+            WHERE job.died_at IS NULL AND job.priority < priorities.priority
+            ORDER BY job.priority DESC LIMIT 1)
+    FROM priorities WHERE priorities.priority IS NOT NULL
+)
+SELECT coalesce(max(%(now)s - first.visible_at), 0.0)
+FROM priorities, LATERAL (
+    SELECT visible_at FROM jobqueue_jobs AS job
+    WHERE job.died_at IS NULL AND job.priority = priorities.priority AND job.visible_at <= %(now)s
+    ORDER BY job.visible_at LIMIT 1
+) AS first;
+
+-- name: leased_jobs
+-- A leased job's visible_at is its lease's end: the claim index's range after now holds the
+-- leased and the scheduled jobs, and only those are read.
+SELECT {job_columns} FROM jobqueue_jobs
+WHERE died_at IS NULL AND visible_at > %(now)s AND leased_until > %(now)s
+ORDER BY leased_until, id LIMIT %(limit)s;
+
+-- name: newest_dead_letters
+-- jobqueue_jobs_dead read backwards: the latest deaths, without reading the others.
+SELECT {dead_columns} FROM jobqueue_jobs WHERE died_at IS NOT NULL ORDER BY died_at DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: outcome_counts
+SELECT second, done, failed FROM jobqueue_outcomes WHERE second >= %(since)s ORDER BY second;
