@@ -78,7 +78,7 @@ Without a heartbeat nothing extends the lease, so an attempt must end (be cancel
 fail) while its lease still holds, or a second worker claims the job and both run it.
 The fifth of the lease left over is room for the fail to reach the queue. AWS asks for
 more room still when Lambda consumes SQS: a visibility timeout of at least six times the
-function's timeout, so that retries of a throttled call finish inside the lease.
+function's timeout, so that Lambda has time to retry a batch when the function is throttled.
 """
 
 
