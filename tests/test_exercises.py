@@ -317,3 +317,65 @@ def test_make_check_prints_the_verdict_and_nothing_on_stderr() -> None:
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.stdout.strip().splitlines()[-1] == "PASS 02_backoff: 8 of 8 checks passed"
     assert done.stderr == ""
+
+
+def shown(outputs: list[nbformat.NotebookNode]) -> list[str]:
+    """What a learner reads of a cell's outputs: printed text, plain values, error names."""
+    texts = []
+    for out in outputs:
+        if out.output_type == "stream":
+            texts.append(out.text)
+        elif out.output_type == "error":
+            texts.append(f"{out.ename}: {out.evalue}")
+        else:
+            texts.append(out.get("data", {}).get("text/plain", ""))
+    return texts
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_output_sits_between_a_predict_question_and_its_answer(name: str) -> None:
+    """A cell run between "predict ..." and the cell where the learner writes the prediction shows nothing.
+
+    Its output would be the answer to the prediction, read before it is made.
+    """
+    cells = read(ROOT / "exercises" / f"{name}.ipynb").cells
+    leaks = []
+    question: int | None = None
+    for index, cell in enumerate(cells):
+        if cell.cell_type == "markdown":
+            question = index if "predict" in cell.source.lower() else None  # the question's own text
+        elif exercises.ANSWER_TAG in cell.metadata.get("tags", []):
+            if question is not None:
+                leaks += [c.id for c in cells[question:index] if c.cell_type == "code" and c.outputs]
+            question = None
+    assert leaks == [], f"{name}: outputs shown before the prediction is made: {leaks}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_saved_output_shows_what_a_check_expects(name: str) -> None:
+    """No output the learner sees before solving shows the value a check will ask for.
+
+    The checks' expected values are the details the solution's check cells recorded
+    (``"[True, False, True]"``); a saved output elsewhere that prints one of them (a
+    table computed by the course's own code, which an unsolved run shows too) gives the
+    answer away. Values shorter than 8 characters (``"1"``, ``"True"``) are too common
+    to tell.
+    """
+    solution = read(ROOT / "solutions" / f"{name}.ipynb")
+    expected = {
+        out.metadata["jobqueue.check"]["detail"]
+        for cell in solution.cells
+        if exercises.CHECK_TAG in cell.metadata.get("tags", [])
+        for out in cell.outputs
+        if "jobqueue.check" in out.get("metadata", {})
+    }
+    expected = {value for value in expected if len(value) >= 8}
+    exercise = read(ROOT / "exercises" / f"{name}.ipynb")
+    leaks = [
+        (cell.id, value)
+        for cell in exercise.cells
+        if cell.cell_type == "code"
+        for value in sorted(expected)
+        if value in "".join(shown(cell.outputs))
+    ]
+    assert leaks == [], f"{name}: saved outputs show what a check expects: {leaks}"
