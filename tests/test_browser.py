@@ -275,7 +275,12 @@ EXERCISE_02 = "exercises/02_backoff.ipynb"
 WRONG_JITTER = (
     "def decorrelated_s(previous_s, *, backoff, random):\n"
     "    print('debug: after', previous_s)\n"
-    "    return min(backoff.cap_s, 3 * previous_s)  # forgets random()"
+    "    return min(backoff.cap_s, 3 * previous_s)  # forgets random()\n"
+    "def decorrelated_schedule_s(retries, *, backoff, random):\n"
+    "    delays = [decorrelated_s(backoff.base_s, backoff=backoff, random=random)]\n"
+    "    while len(delays) < retries:\n"
+    "        delays.append(decorrelated_s(delays[-1], backoff=backoff, random=random))\n"
+    "    return delays"
 )
 
 
