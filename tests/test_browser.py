@@ -273,9 +273,14 @@ def tab_indents(quiz: Locator) -> str:
 
 EXERCISE_02 = "exercises/02_backoff.ipynb"
 WRONG_JITTER = (
-    "def full_jitter_s(attempt, *, backoff, random):\n"
-    "    print('debug: attempt', attempt)\n"
-    "    return backoff.ceiling_s(attempt)  # forgets random()"
+    "def decorrelated_s(previous_s, *, backoff, random):\n"
+    "    print('debug: after', previous_s)\n"
+    "    return min(backoff.cap_s, 3 * previous_s)  # forgets random()\n"
+    "def decorrelated_schedule_s(retries, *, backoff, random):\n"
+    "    delays = [decorrelated_s(backoff.base_s, backoff=backoff, random=random)]\n"
+    "    while len(delays) < retries:\n"
+    "        delays.append(decorrelated_s(delays[-1], backoff=backoff, random=random))\n"
+    "    return delays"
 )
 
 
@@ -296,9 +301,9 @@ def test_exercise_with_a_wrong_answer_shows_every_verdict_and_the_summary(
         outputs = current_notebook(page).locator(".jp-OutputArea-output")
         texts = [text.strip() for text in outputs.all_inner_texts()]
         verdicts = [text for text in texts if text.startswith(("✓", "✗"))]
-        assert len(verdicts) == 4, texts
-        assert sum(text.startswith("✗") for text in verdicts) == 2, verdicts
-        assert "2 of 4 checks pass" in texts, texts
+        assert len(verdicts) == 8, texts  # every check, those of the unanswered herd cell too
+        assert sum(text.startswith("✗") for text in verdicts) == 7, verdicts
+        assert "1 of 8 checks pass" in texts, texts
         assert not any("Traceback" in text for text in texts), texts
         summary = outputs.filter(has_text="checks pass").first
         summary.scroll_into_view_if_needed()

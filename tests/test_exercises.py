@@ -176,59 +176,82 @@ def answer_position(name: str, number: int = 0) -> int:
     return [i for i, c in enumerate(nb.cells) if generate.ANSWER_TAG in c.metadata.get("tags", [])][number]
 
 
-PRINTING_JITTER = """
-def full_jitter_s(attempt, *, backoff, random):
-    delay = random() * backoff.ceiling_s(attempt)
-    print("debug: attempt", attempt, "waits", delay)
+def solved(name: str, number: int) -> str:
+    """The source of the solution's answer cell ``number`` (0-based), markers and all."""
+    nb = read(ROOT / "solutions" / f"{name}.ipynb")
+    return [c.source for c in nb.cells if generate.BEGIN in c.source][number]
+
+
+HERD = solved("02_backoff", 1)  # exercise 02's second answer: the herd report
+SCHEDULE = """
+def decorrelated_schedule_s(retries, *, backoff, random):
+    delays, previous = [], backoff.base_s
+    for _ in range(retries):
+        previous = decorrelated_s(previous, backoff=backoff, random=random)
+        delays.append(previous)
+    return delays
+"""
+PRINTING_JITTER = (
+    """
+def decorrelated_s(previous_s, *, backoff, random):
+    delay = min(backoff.cap_s, backoff.base_s + random() * (3 * previous_s - backoff.base_s))
+    print("debug: after", previous_s, "waits", delay)
     return delay
 """
+    + SCHEDULE
+)
 
 
 def test_debug_print_does_not_fail_a_right_answer(tmp_path: Path) -> None:
-    code, lines = run_check(answered(tmp_path, "02_backoff", [PRINTING_JITTER]), cwd=tmp_path)
-    assert lines[-1] == "PASS 02_backoff: 4 of 4 checks passed"
+    code, lines = run_check(answered(tmp_path, "02_backoff", [PRINTING_JITTER, HERD]), cwd=tmp_path)
+    assert lines[-1] == "PASS 02_backoff: 8 of 8 checks passed"
     assert code == 0
     assert any(line.startswith("  · your code printed output of its own") for line in lines), lines
 
 
+HELPER = "def top(backoff, previous_s):\n    return 3 * previous_s - backoff.base_s"
+USES_HELPER = (
+    "def decorrelated_s(previous_s, *, backoff, random):\n"
+    "    return min(backoff.cap_s, backoff.base_s + random() * top(backoff, previous_s))\n" + SCHEDULE
+)
+
+
 def test_helper_in_a_cell_added_next_to_the_answer_is_part_of_it(tmp_path: Path) -> None:
-    helper = "def top(backoff, attempt):\n    return backoff.ceiling_s(attempt)"
-    answer = "def full_jitter_s(attempt, *, backoff, random):\n    return random() * top(backoff, attempt)"
     position = answer_position("02_backoff")
     for added_at in (position, position + 1):  # just before the answer cell, and just after it
-        target = answered(tmp_path / str(added_at), "02_backoff", [answer], {added_at: helper})
+        answers = [USES_HELPER, HERD]
+        target = answered(tmp_path / str(added_at), "02_backoff", answers, {added_at: HELPER})
         code, lines = run_check(target, cwd=target.parent.parent)
-        assert lines[-1] == "PASS 02_backoff: 4 of 4 checks passed", lines
+        assert lines[-1] == "PASS 02_backoff: 8 of 8 checks passed", lines
         assert code == 0
 
 
 def test_helper_far_from_the_answer_is_named_with_the_fix(tmp_path: Path) -> None:
-    helper = "def top(backoff, attempt):\n    return backoff.ceiling_s(attempt)"
-    answer = "def full_jitter_s(attempt, *, backoff, random):\n    return random() * top(backoff, attempt)"
     at_the_end = len(read(ROOT / "exercises" / "02_backoff.ipynb").cells)
-    code, lines = run_check(answered(tmp_path, "02_backoff", [answer], {at_the_end: helper}), cwd=tmp_path)
+    target = answered(tmp_path, "02_backoff", [USES_HELPER, HERD], {at_the_end: HELPER})
+    code, lines = run_check(target, cwd=tmp_path)
     assert code == 1
     assert (
-        "  ✗ random 0, attempts 1..6: NameError: name 'top' is not defined (in full_jitter_s, line 2 of its"
-        " cell) (the cell you added starting 'def top(backoff, attempt):' defines it: move it next to an"
-        " answer cell)"
+        "  ✗ one delay after 1 s, 5 s and 30 s: random 1, 0, 1: NameError: name 'top' is not defined (in"
+        " decorrelated_s, line 2 of its cell) (the cell you added starting 'def top(backoff, previous_s):'"
+        " defines it: move it next to an answer cell)"
     ) in lines
-    skipped = "  · skipped the cell you added starting 'def top(backoff, attempt):'"
+    skipped = "  · skipped the cell you added starting 'def top(backoff, previous_s):'"
     assert f"{skipped}: it is not next to an answer cell" in lines
 
 
 def test_syntax_error_names_its_line(tmp_path: Path) -> None:
     answer = (
-        "def full_jitter_s(attempt, *, backoff, random):\n    return random() * (backoff.ceiling_s(attempt)\n"
+        "def decorrelated_s(previous_s, *, backoff, random):\n    return min(backoff.cap_s, (3 * previous_s\n"
     )
-    code, lines = run_check(answered(tmp_path, "02_backoff", [answer]), cwd=tmp_path)
+    code, lines = run_check(answered(tmp_path, "02_backoff", [answer, HERD]), cwd=tmp_path)
     assert code == 1
     assert (
-        "  ✗ syntax error in your answer cell starting 'def full_jitter_s(attempt, *, backoff, random):'"
+        "  ✗ syntax error in your answer cell starting 'def decorrelated_s(previous_s, *, backoff, random)'"
         in (lines[1])
     )
     assert "line 2: '(' was never closed" in lines[1]
-    assert lines[-1] == "FAIL 02_backoff: 0 of 4 checks passed"
+    assert lines[-1] == "FAIL 02_backoff: 4 of 8 checks passed"  # the herd's answer is right
 
 
 def test_top_level_answer_missing_names_its_cell(tmp_path: Path) -> None:
@@ -240,12 +263,15 @@ def test_top_level_answer_missing_names_its_cell(tmp_path: Path) -> None:
     ) in lines
 
 
-WRONG_JITTER = "def full_jitter_s(attempt, *, backoff, random):\n    return backoff.ceiling_s(attempt)\n"
+WRONG_JITTER = (  # forgets the base: draws from 0 up to three times the previous delay
+    "def decorrelated_s(previous_s, *, backoff, random):\n"
+    "    return min(backoff.cap_s, random() * 3 * previous_s)\n" + SCHEDULE
+)
 
 
 def test_run_all_of_a_wrong_answer_shows_every_verdict(tmp_path: Path) -> None:
     """As in the browser: no cell raises, every check shows one ✗ line, the summary counts."""
-    nb = read(answered(tmp_path, "02_backoff", [WRONG_JITTER]))
+    nb = read(answered(tmp_path, "02_backoff", [WRONG_JITTER, HERD]))
     NotebookClient(nb, kernel_name="python3").execute()  # raises CellExecutionError if a cell fails
     shown = [
         "".join(o.get("data", {}).get("text/plain", o.get("text", "")))
@@ -253,10 +279,10 @@ def test_run_all_of_a_wrong_answer_shows_every_verdict(tmp_path: Path) -> None:
         if c.cell_type == "code"
         for o in c.outputs
     ]
-    assert "✗ random 0, attempts 1..6: expected [0, 0, 0, 0, 0, 0], got [1, 2, 4, 8, 16, 20]" in shown
-    assert "✓ random 1, attempts 1..6: [1, 2, 4, 8, 16, 20]" in shown
-    assert sum(line.startswith(("✓", "✗")) for line in shown) == 4
-    assert "2 of 4 checks pass\n" in shown
+    assert "✗ one delay after 1 s, 5 s and 30 s: random 1, 0, 1: expected [3, 1, 60], got [3, 0, 60]" in shown
+    assert "✓ a schedule of 6, random always 1: [3, 9, 27, 60, 60, 60]" in shown
+    assert sum(line.startswith(("✓", "✗")) for line in shown) == 8
+    assert "5 of 8 checks pass\n" in shown  # the schedule of 3s and the herd's four checks
     assert not any("Traceback" in line or "checks.py" in line for line in shown)
 
 
@@ -287,5 +313,67 @@ def test_make_check_prints_the_verdict_and_nothing_on_stderr() -> None:
     # The kernel talks over Unix sockets: no "Kernel is running over TCP without encryption".
     command = [sys.executable, "-m", "jobqueue.teaching.exercises", "check", "solutions/02_backoff.ipynb"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.stdout.strip().splitlines()[-1] == "PASS 02_backoff: 4 of 4 checks passed"
+    assert done.stdout.strip().splitlines()[-1] == "PASS 02_backoff: 8 of 8 checks passed"
     assert done.stderr == ""
+
+
+def shown(outputs: list[nbformat.NotebookNode]) -> list[str]:
+    """What a learner reads of a cell's outputs: printed text, plain values, error names."""
+    texts = []
+    for out in outputs:
+        if out.output_type == "stream":
+            texts.append(out.text)
+        elif out.output_type == "error":
+            texts.append(f"{out.ename}: {out.evalue}")
+        else:
+            texts.append(out.get("data", {}).get("text/plain", ""))
+    return texts
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_output_sits_between_a_predict_question_and_its_answer(name: str) -> None:
+    """A cell run between "predict ..." and the cell where the learner writes the prediction shows nothing.
+
+    Its output would be the answer to the prediction, read before it is made.
+    """
+    cells = read(ROOT / "exercises" / f"{name}.ipynb").cells
+    leaks = []
+    question: int | None = None
+    for index, cell in enumerate(cells):
+        if cell.cell_type == "markdown":
+            question = index if "predict" in cell.source.lower() else None  # the question's own text
+        elif generate.ANSWER_TAG in cell.metadata.get("tags", []):
+            if question is not None:
+                leaks += [c.id for c in cells[question:index] if c.cell_type == "code" and c.outputs]
+            question = None
+    assert leaks == [], f"{name}: outputs shown before the prediction is made: {leaks}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_saved_output_shows_what_a_check_expects(name: str) -> None:
+    """No output the learner sees before solving shows the value a check will ask for.
+
+    The checks' expected values are the details the solution's check cells recorded
+    (``"[True, False, True]"``); a saved output elsewhere that prints one of them (a
+    table computed by the course's own code, which an unsolved run shows too) gives the
+    answer away. Values shorter than 8 characters (``"1"``, ``"True"``) are too common
+    to tell.
+    """
+    solution = read(ROOT / "solutions" / f"{name}.ipynb")
+    expected = {
+        out.metadata["jobqueue.check"]["detail"]
+        for cell in solution.cells
+        if generate.CHECK_TAG in cell.metadata.get("tags", [])
+        for out in cell.outputs
+        if "jobqueue.check" in out.get("metadata", {})
+    }
+    expected = {value for value in expected if len(value) >= 8}
+    exercise = read(ROOT / "exercises" / f"{name}.ipynb")
+    leaks = [
+        (cell.id, value)
+        for cell in exercise.cells
+        if cell.cell_type == "code"
+        for value in sorted(expected)
+        if value in "".join(shown(cell.outputs))
+    ]
+    assert leaks == [], f"{name}: saved outputs show what a check expects: {leaks}"

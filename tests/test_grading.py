@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ("02_backoff", "03_job_queue", "04_worker_retries")
 TIMEOUT_S = 300  # a hang guard for the class's notebooks: each takes seconds
 LOOP_TIMEOUT_S = 5  # carol's endless loop is graded apart, with a limit it can only reach
-TOTALS = {"02_backoff": 4, "03_job_queue": 5, "04_worker_retries": 8}
+TOTALS = {"02_backoff": 8, "03_job_queue": 5, "04_worker_retries": 8}
 # mallory's attacks are only safe to run where kernels are isolated (else they reach this run).
 ISOLATED = bool(shutil.which("bwrap")) or bool(os.environ.get("CI"))
 LEARNERS = ("alice", "bob", "carol", "dave", *(("mallory",) if ISOLATED else ()), "nina", "zoe")
@@ -152,9 +152,9 @@ def make_class(submissions: Path) -> None:
     tagged(loud, "answer")[0]["source"] = (
         "import sys\n"
         "from pathlib import Path\n"
-        "def full_jitter_s(attempt, *, backoff, random):\n"
+        "def decorrelated_s(previous_s, *, backoff, random):\n"
         "    return 'y' * 1_000_000\n"
-        "Path('gradebook.csv').write_text('dave,02_backoff,4,4,PASS\\n')\n"
+        "Path('gradebook.csv').write_text('dave,02_backoff,8,8,PASS\\n')\n"
         "Path('../alice.md').write_text('forged')\n"
         "print('x' * 5_000_000)\n"
         "sys.exit(0)\n"
@@ -162,7 +162,7 @@ def make_class(submissions: Path) -> None:
     save(loud, dave / "02_backoff.ipynb")
 
     wrong = {
-        "02_backoff": "def full_jitter_s(attempt, *, backoff, random):\n    return -1.0\n",
+        "02_backoff": "def decorrelated_s(previous_s, *, backoff, random):\n    return -1.0\n",
         "03_job_queue": "def job_states(jobs, now):\n    return {'due': 9, 'scheduled': 9, 'leased': 9}\n",
         "04_worker_retries": "def retry_schedule_s(policy, random=lambda: 1.0):\n    return [-1.0]\n",
     }
@@ -263,7 +263,7 @@ def test_solutions_pass_and_untouched_exercises_fail_every_check(run: Run) -> No
 
 def test_broken_file_tampered_checks_and_endless_loop(run: Run) -> None:
     got = run.verdicts()
-    assert got["carol", "02_backoff"] == ("0", "4", "ERROR: not a notebook: the file is not JSON")
+    assert got["carol", "02_backoff"] == ("0", "8", "ERROR: not a notebook: the file is not JSON")
     assert got["carol", "03_job_queue"] == ("0", "5", "FAIL")  # the pristine checks ran
     assert got["carol", "04_worker_retries"] == ("0", "8", "TIMEOUT")  # from the loop's own run
     text = run.feedback("carol") + (run.loop_out.parent / "feedback" / "carol.md").read_text(encoding="utf-8")
@@ -274,12 +274,15 @@ def test_broken_file_tampered_checks_and_endless_loop(run: Run) -> None:
 
 def test_output_exit_and_stray_files_are_contained(run: Run) -> None:
     got = run.verdicts()
-    assert got["dave", "02_backoff"] == ("0", "4", "FAIL")
+    assert got["dave", "02_backoff"] == ("0", "8", "FAIL")
     assert got["dave", "03_job_queue"] == ("0", "5", "ERROR: no 03_job_queue.ipynb handed in")
     assert got["dave", "04_worker_retries"] == ("0", "8", "ERROR: no 04_worker_retries.ipynb handed in")
     text = run.feedback("dave")
     assert max(len(line) for line in text.splitlines()) <= grading.REASON_CHARS + 10
-    assert "✗ random 0, attempts 1..6: wrong answer: the value is too large to check" in text
+    too_large = (
+        "✗ one delay after 1 s, 5 s and 30 s: random 1, 0, 1: wrong answer: the value is too large to check"
+    )
+    assert too_large in text
     assert run.feedback("alice") != "forged"
     assert digest(run.submissions) == run.before  # nobody's hand-in changed
     assert sorted(p.name for p in run.out.parent.iterdir()) == ["feedback", "gradebook.csv"]
@@ -287,10 +290,10 @@ def test_output_exit_and_stray_files_are_contained(run: Run) -> None:
 
 def test_feedback_shows_each_check_with_expected_and_got(run: Run) -> None:
     alice = run.feedback("alice")
-    assert "## 02_backoff: PASS, 4 of 4 checks passed" in alice
-    assert "- ✓ random 0.5, attempts 1..6: [0.5, 1, 2, 4, 8, 10]" in alice
+    assert "## 02_backoff: PASS, 8 of 8 checks passed" in alice
+    assert "- ✓ a schedule of 6, random always 1: [3, 9, 27, 60, 60, 60]" in alice
     bob = run.feedback("bob")
-    not_started = "## 02_backoff: FAIL, 0 of 4 checks passed\n\n- note: not started: every answer cell is as"
+    not_started = "## 02_backoff: FAIL, 0 of 8 checks passed\n\n- note: not started: every answer cell is as"
     assert not_started in bob
 
 
@@ -299,9 +302,9 @@ def test_summary_table_is_printed(run: Run) -> None:
     assert isolation.startswith("isolation: ")
     assert lines[0].split() == ["student", "02", "03", "04"]
     assert lines[1].split() == ["alice", "PASS", "PASS", "PASS"]
-    assert lines[2].split() == ["bob", "0/4", "0/5", "0/8"]
+    assert lines[2].split() == ["bob", "0/8", "0/5", "0/8"]
     assert lines[3].split() == ["carol", "ERROR", "0/5", "MISSING"]  # the loop is graded apart
-    assert lines[4].split() == ["dave", "0/4", "MISSING", "MISSING"]
+    assert lines[4].split() == ["dave", "0/8", "MISSING", "MISSING"]
 
 
 @needs_isolation
@@ -321,18 +324,19 @@ def test_wrong_answers_that_cheat_are_graded_wrong(run: Run) -> None:
         assert verdict == "FAIL" or verdict.startswith("ERROR"), (name, got["mallory", name])
     feedback = run.feedback("mallory")
     assert "✓" not in feedback  # no check shown as passed beside a wrong value
-    assert "✗ random 0, attempts 1..6: expected [0, 0, 0, 0, 0, 0], got [-1, -1, -1, -1, -1, -1]" in feedback
+    wrong = "✗ one delay after 1 s, 5 s and 30 s: random 1, 0, 1: expected [3, 1, 60], got [-1, -1, -1]"
+    assert wrong in feedback
 
 
 def test_learners_graded_after_a_cheat_keep_their_verdicts(run: Run) -> None:
     got = run.verdicts()
-    assert got["nina", "02_backoff"] == ("0", "4", "FAIL")
+    assert got["nina", "02_backoff"] == ("0", "8", "FAIL")
     assert got["nina", "03_job_queue"] == (
         "0",
         "5",
         "ERROR: 03_job_queue.ipynb is a link, not a notebook handed in",
     )
-    assert got["zoe", "02_backoff"] == ("4", "4", "PASS")
+    assert got["zoe", "02_backoff"] == ("8", "8", "PASS")
 
 
 def test_nothing_of_the_teacher_changed_and_no_traceback_shown(run: Run) -> None:

@@ -140,7 +140,9 @@ def test_the_time_limit_is_checked(clock: jq.ManualClock) -> None:
 
 
 def test_the_default_time_limit_applies(clock: jq.ManualClock) -> None:
-    assert jq.Worker(jq.JobQueue(clock=clock)).timeout_s == jq.DEFAULT_TIMEOUT_S
+    queue = jq.JobQueue(clock=clock, visibility_timeout_s=60)
+    assert jq.Worker(queue, heartbeat_s=10).timeout_s == jq.DEFAULT_TIMEOUT_S
+    assert jq.Worker(queue).timeout_s == jq.LEASE_SHARE * 60  # without a heartbeat: inside the lease
 
 
 @pytest.mark.parametrize("make", BACKENDS)

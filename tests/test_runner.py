@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from waiting import within_hang_guard
@@ -24,6 +24,7 @@ from jobqueue import (
     JobQueue,
     JobType,
     Lease,
+    LeaseRuleWarning,
     ManualClock,
     PermanentJobError,
     RetryPolicy,
@@ -69,12 +70,13 @@ class Scene:
         visibility_timeout_s: float = 30.0,
         retry: RetryPolicy | None = None,
         prefetch: int = 0,
+        timeout_s: float | Literal["auto"] | None = "auto",
     ) -> None:
         self.clock: SleepingClock = clock if clock is not None else ManualClock()
         self.queue = JobQueue(
             clock=self.clock, visibility_timeout_s=visibility_timeout_s, retry=retry, random=lambda: 1.0
         )
-        self.worker = Worker(self.queue, heartbeat_s=heartbeat_s)
+        self.worker = Worker(self.queue, heartbeat_s=heartbeat_s, timeout_s=timeout_s)
         self.worker.register(WORK, self.handle)
         self.runner = Runner(
             self.worker, concurrency=concurrency, poll_s=poll_s, grace_s=grace_s, prefetch=prefetch
@@ -210,7 +212,8 @@ def test_with_a_heartbeat_a_job_longer_than_the_lease_runs_once() -> None:
 
 
 def test_without_a_heartbeat_the_same_job_is_handed_out_again_when_its_lease_runs_out() -> None:
-    scene = Scene(concurrency=2, poll_s=1, visibility_timeout_s=30)
+    with pytest.warns(LeaseRuleWarning):  # no time limit either: the default would end it at 24 s
+        scene = Scene(concurrency=2, poll_s=1, visibility_timeout_s=30, timeout_s=None)
     scene.add(Work(n=1, work_s=100))
 
     async def scenario() -> None:

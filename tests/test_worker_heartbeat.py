@@ -3,10 +3,21 @@
 import asyncio
 import math
 import re
+from typing import Literal
 
 import pytest
 
-from jobqueue import InvalidSettingError, JobQueue, ManualClock, StaleLeaseError, SystemClock, Worker
+from jobqueue import (
+    DEFAULT_TIMEOUT_S,
+    InvalidSettingError,
+    JobQueue,
+    JobType,
+    LeaseRuleWarning,
+    ManualClock,
+    StaleLeaseError,
+    SystemClock,
+    Worker,
+)
 from jobqueue.examples import shop
 from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 from jobqueue.worker import Heartbeat, JobEvent
@@ -18,12 +29,16 @@ STALE_1 = (
 
 
 def setup(
-    *, heartbeat_s: float | None = None, visibility_timeout_s: float = 30, latency_s: float = 40
+    *,
+    heartbeat_s: float | None = None,
+    visibility_timeout_s: float = 30,
+    latency_s: float = 40,
+    timeout_s: float | Literal["auto"] | None = "auto",
 ) -> tuple[ManualClock, JobQueue, shop.SlowRenderer, list[Worker]]:
     clock = ManualClock()
     queue = JobQueue(clock=clock, visibility_timeout_s=visibility_timeout_s, random=lambda: 1.0)
     renderer = shop.SlowRenderer(clock=clock, latency_s=latency_s)
-    workers = [Worker(queue, heartbeat_s=heartbeat_s) for _ in range(2)]
+    workers = [Worker(queue, heartbeat_s=heartbeat_s, timeout_s=timeout_s) for _ in range(2)]
     for worker in workers:
         worker.register(RENDER_INVOICE, shop.slow_invoice_handler(renderer))
     queue.enqueue(RENDER_INVOICE, InvoicePayload(order_id=1001), id="invoice-1001")
@@ -45,9 +60,23 @@ def lines(worker: Worker) -> list[str]:
 
 # -- without a heartbeat, a 40 s job outlives its 30 s lease ------------------------------------
 
+NO_LIMIT_WARNING = (
+    "timeout_s=None (no limit), heartbeat_s=None and a visibility timeout of 30 s: an attempt may"
+    " outlive its lease and run twice at once. Without a heartbeat, keep the time limit below the"
+    " visibility timeout (the default is 0.8 of it), or set heartbeat_s"
+)
+
+
+def unlimited() -> tuple[ManualClock, JobQueue, shop.SlowRenderer, list[Worker]]:
+    """Two workers without a heartbeat or a time limit: each warns that it breaks the lease rule."""
+    with pytest.warns(LeaseRuleWarning) as caught:
+        made = setup(timeout_s=None)
+    assert [str(warning.message) for warning in caught] == [NO_LIMIT_WARNING] * 2
+    return made
+
 
 def test_without_heartbeat_a_second_worker_claims_the_job_at_30s_and_both_run_it() -> None:
-    clock, queue, renderer, (first, second) = setup()
+    clock, queue, renderer, (first, second) = unlimited()
     # Worker 1 stops looking for work at t=35 s, so after t=40 s nobody claims again.
     run([first, second], clock, until_s=35, run_for_s=80)
     assert renderer.runs == [(0.0, 40.0, 1001), (30.0, 70.0, 1001)]
@@ -59,7 +88,7 @@ def test_without_heartbeat_a_second_worker_claims_the_job_at_30s_and_both_run_it
 
 
 def test_without_heartbeat_two_busy_workers_never_ack_and_the_job_dies() -> None:
-    clock, queue, renderer, (first, second) = setup()
+    clock, queue, renderer, (first, second) = unlimited()
     run([first, second], clock, until_s=170, run_for_s=170)
     assert [start for start, _, _ in renderer.runs] == [0, 30, 60, 90, 120]  # five renders
     events = sorted(first.events + second.events, key=lambda event: event.at)
@@ -74,6 +103,50 @@ def test_without_heartbeat_two_busy_workers_never_ack_and_the_job_dies() -> None
     [dead] = queue.dead_letters()
     assert (dead.job.attempts, dead.died_at) == (5, 150.0)
     assert dead.job.last_error == "LeaseExpired: final attempt 5 was neither acked nor failed in time"
+
+
+def test_by_default_without_heartbeat_the_time_limit_ends_each_attempt_inside_its_lease() -> None:
+    clock, queue, renderer, (first, second) = setup()  # no warning: pytest makes warnings errors
+    assert first.timeout_s == 24.0  # 0.8 of the 30 s visibility timeout
+    run([first, second], clock, until_s=170, run_for_s=170)
+    events = sorted(first.events + second.events, key=lambda event: event.at)
+    assert renderer.runs == []  # a 40 s render never finishes within 24 s ...
+    assert {event.outcome for event in events} == {"retry", "dead"}  # ... but never runs twice at once
+    assert all(event.error is not None and event.error.startswith("JobTimeoutError") for event in events)
+    assert [event.at for event in events] == [24, 49, 75, 103, 135]  # 24 s after each claim: inside the lease
+    [dead] = queue.dead_letters()
+    assert dead.job.attempts == 5
+
+
+def test_with_a_heartbeat_the_default_time_limit_is_300_s() -> None:
+    _, _, _, (first, _) = setup(heartbeat_s=10)
+    assert first.timeout_s == DEFAULT_TIMEOUT_S == 300.0
+
+
+@pytest.mark.parametrize(("timeout_s", "heartbeat_s"), [(29.9, None), (300, 10), (None, 10), ("auto", None)])
+def test_settings_that_keep_the_lease_rule_do_not_warn(
+    timeout_s: float | Literal["auto"] | None, heartbeat_s: float | None
+) -> None:
+    setup(timeout_s=timeout_s, heartbeat_s=heartbeat_s)  # a warning would fail the test
+
+
+def test_a_worker_time_limit_not_below_the_lease_warns_with_the_three_settings() -> None:
+    with pytest.warns(LeaseRuleWarning) as caught:
+        setup(timeout_s=30)
+    assert str(caught[0].message).startswith(
+        "timeout_s=30 s, heartbeat_s=None and a visibility timeout of 30 s: an attempt may outlive its"
+        " lease and run twice at once."
+    )
+    assert caught[0].filename == __file__  # points at the line that made the worker
+
+
+def test_a_job_type_limit_not_below_the_lease_warns_at_register_unless_a_heartbeat_is_set() -> None:
+    slow = JobType("render_report", InvoicePayload, timeout_s=120)
+    _, _, renderer, (first, _) = setup()
+    with pytest.warns(LeaseRuleWarning, match="^job type 'render_report': timeout_s=120 s, heartbeat_s=None"):
+        first.register(slow, shop.slow_invoice_handler(renderer))
+    _, _, renderer, (beating, _) = setup(heartbeat_s=10)
+    beating.register(slow, shop.slow_invoice_handler(renderer))  # no warning
 
 
 def test_a_longer_visibility_timeout_also_runs_it_once() -> None:
@@ -267,7 +340,8 @@ def test_run_until_finishes_the_job_it_is_running() -> None:
 def test_without_heartbeat_run_one_is_unchanged_and_creates_no_task() -> None:
     clock = ManualClock()
     queue = JobQueue(clock=clock)
-    worker = Worker(queue, timeout_s=None)  # a time limit has its watchdog task (tests/test_hardening.py)
+    with pytest.warns(LeaseRuleWarning):  # no time limit, no heartbeat: the lease rule is broken
+        worker = Worker(queue, timeout_s=None)  # a time limit has its watchdog task (tests/test_hardening.py)
     worker.register(RENDER_INVOICE, shop.invoice_handler(shop.InvoiceRenderer(clock=clock, latency_s=2)))
     queue.enqueue(RENDER_INVOICE, InvoicePayload(order_id=1001), id="invoice-1001")
 

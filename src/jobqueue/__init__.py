@@ -66,7 +66,15 @@ from jobqueue.outbox import Relay
 from jobqueue.retry_budget import RetryBudget
 from jobqueue.runner import Runner
 from jobqueue.testing import History, HistoryReport, check_history
-from jobqueue.worker import DEFAULT_TIMEOUT_S, Handler, Heartbeat, JobEvent, Worker
+from jobqueue.worker import (
+    DEFAULT_TIMEOUT_S,
+    LEASE_SHARE,
+    Handler,
+    Heartbeat,
+    JobEvent,
+    LeaseRuleWarning,
+    Worker,
+)
 
 if TYPE_CHECKING:
     from jobqueue.backends.postgres import PostgresQueue
@@ -87,6 +95,7 @@ __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_TIMEOUT_S",
     "DEFAULT_VISIBILITY_TIMEOUT_S",
+    "LEASE_SHARE",
     "MAX_ATTEMPTS_LIMIT",
     "MAX_RETRY_AFTER_S",
     "PRIORITY_LIMIT",
@@ -114,6 +123,7 @@ __all__ = [
     "JobTimeoutError",
     "JobType",
     "Lease",
+    "LeaseRuleWarning",
     "ManualClock",
     "PayloadError",
     "PermanentJobError",

@@ -6,7 +6,8 @@ until its attempts run out. A job whose type has no handler, or whose stored pay
 does not validate, fails permanently: the worker itself never crashes on a bad job.
 
 Every attempt runs within a time limit: the job type's ``timeout_s``, or the worker's
-(:data:`DEFAULT_TIMEOUT_S`). An attempt past it is cancelled and fails with
+(by default :data:`DEFAULT_TIMEOUT_S` with a heartbeat, else :data:`LEASE_SHARE` of the
+visibility timeout). An attempt past it is cancelled and fails with
 :class:`~jobqueue.errors.JobTimeoutError`, a transient error, so a handler that never
 returns cannot hold its job forever (Celery's ``time_limit``; SQS caps a message's
 visibility at 12 hours for the same reason). A handler that raises
@@ -15,9 +16,11 @@ visibility at 12 hours for the same reason). A handler that raises
 
 A worker given a heartbeat interval extends the running job's lease every
 ``heartbeat_s`` seconds while the handler runs, so a job slower than the visibility
-timeout is not handed to a second worker. A worker that finds its lease lost (the job
-was claimed again after the lease ran out) neither acks nor fails it: it records a
-``"stale"`` event instead.
+timeout is not handed to a second worker. Without a heartbeat, the time limit is what
+keeps an attempt inside its lease: a worker whose time limit (its own or a job type's)
+is not below the visibility timeout warns with a :class:`LeaseRuleWarning`. A worker
+that finds its lease lost (the job was claimed again after the lease ran out) neither
+acks nor fails it: it records a ``"stale"`` event instead.
 
 A handler that raises :class:`~jobqueue.errors.CircuitOpenError` (its dependency's
 :class:`~jobqueue.breaker.CircuitBreaker` is open) never called the dependency: the
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -59,11 +63,32 @@ Handler = Callable[[P], Awaitable[None]]
 """An async function that does one job's work, given its payload."""
 
 DEFAULT_TIMEOUT_S = 300.0
-"""Time limit of one attempt, in seconds, for job types without their own ``timeout_s``.
+"""Time limit of one attempt, in seconds, for job types without their own ``timeout_s``,
+on a worker with a heartbeat (without one, see :data:`LEASE_SHARE`).
 
 Five minutes, as arq's default ``job_timeout`` (RQ's is 180 s). A job type that runs
 longer by design sets its own :attr:`~jobqueue.job.JobType.timeout_s`.
 """
+
+LEASE_SHARE = 0.8
+"""Without a heartbeat, the worker's default time limit is this share of the queue's
+visibility timeout (24 s of the default 30 s).
+
+Without a heartbeat nothing extends the lease, so an attempt must end (be cancelled and
+fail) while its lease still holds, or a second worker claims the job and both run it.
+The fifth of the lease left over is room for the fail to reach the queue. AWS asks for
+more room still when Lambda consumes SQS: a visibility timeout of at least six times the
+function's timeout, so that Lambda has time to retry a batch when the function is throttled.
+"""
+
+
+class LeaseRuleWarning(UserWarning):
+    """A worker without a heartbeat has a time limit that is not below the visibility timeout.
+
+    Such an attempt may outlive its lease: the job is claimed again and runs twice at
+    once (lesson 06). Set ``heartbeat_s``, or a time limit below the visibility timeout.
+    """
+
 
 Outcome = Literal["done", "retry", "dead", "stale", "released", "deferred"]
 """What became of an attempt; ``"stale"``: the lease was lost, so it was neither acked nor
@@ -190,13 +215,19 @@ class Worker:
         on_heartbeat: called with each :class:`Heartbeat`; all are kept in
             :attr:`heartbeats`.
         timeout_s: time limit of one attempt, in seconds (> 0), for job types without
-            their own :attr:`~jobqueue.job.JobType.timeout_s`; ``None`` for none. Default
-            :data:`DEFAULT_TIMEOUT_S`. Measured on the queue's clock (on the event loop's
+            their own :attr:`~jobqueue.job.JobType.timeout_s`; ``None`` for none.
+            ``"auto"`` (the default): :data:`DEFAULT_TIMEOUT_S` with a heartbeat, else
+            :data:`LEASE_SHARE` of the visibility timeout. Measured on the queue's clock (on the event loop's
             if that clock cannot sleep), so it holds for every kind of queue. An attempt
             past it is cancelled and fails with
             :class:`~jobqueue.errors.JobTimeoutError` (transient). A handler that
             swallows the cancellation cannot be stopped this way: asyncio has no
             forced kill.
+
+    Warns:
+        LeaseRuleWarning: naming the three settings, if there is no heartbeat and the
+            time limit is ``None`` or not below the queue's visibility timeout (see
+            :meth:`register` for a job type's own limit).
 
     Raises:
         InvalidSettingError: if ``heartbeat_s`` is not a number of seconds > 0 and below
@@ -213,11 +244,17 @@ class Worker:
         on_event: Callable[[JobEvent], object] | None = None,
         heartbeat_s: float | None = None,
         on_heartbeat: Callable[[Heartbeat], object] | None = None,
-        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        timeout_s: float | Literal["auto"] | None = "auto",
     ) -> None:
         self.queue = queue
         self.heartbeat_s = None if heartbeat_s is None else _check_heartbeat(heartbeat_s, queue)
-        self.timeout_s = None if timeout_s is None else check_positive_seconds("timeout_s", timeout_s)
+        self.timeout_s: float | None
+        if timeout_s == "auto":
+            lease_s = queue.visibility_timeout_s
+            self.timeout_s = DEFAULT_TIMEOUT_S if self.heartbeat_s is not None else LEASE_SHARE * lease_s
+        else:
+            self.timeout_s = None if timeout_s is None else check_positive_seconds("timeout_s", timeout_s)
+            self._check_lease_rule(self.timeout_s, "timeout_s")
         self.events: list[JobEvent] = []
         self.heartbeats: list[Heartbeat] = []
         self._on_event = on_event
@@ -239,12 +276,34 @@ class Worker:
     def register(self, job_type: JobType[P], handler: Handler[P]) -> None:
         """Run ``handler`` for jobs of ``job_type``; mypy checks the payload classes match.
 
+        Warns:
+            LeaseRuleWarning: if the worker has no heartbeat and ``job_type`` has its own
+                ``timeout_s``, not below the queue's visibility timeout.
+
         Raises:
             InvalidSettingError: if ``job_type`` already has a handler.
         """
         if job_type.name in self._handlers:
             raise InvalidSettingError(f"job type {job_type.name!r} already has a handler")
+        if job_type.timeout_s is not None:
+            self._check_lease_rule(job_type.timeout_s, f"job type {job_type.name!r}: timeout_s")
         self._handlers[job_type.name] = (job_type, handler)
+
+    def _check_lease_rule(self, limit_s: float | None, name: str) -> None:
+        """Warn if, without a heartbeat, the limit ``limit_s`` (called ``name``) may outlive the lease."""
+        lease_s = self.queue.visibility_timeout_s
+        if self.heartbeat_s is not None or (limit_s is not None and limit_s < lease_s):
+            return
+        limit = "None (no limit)" if limit_s is None else f"{limit_s:g} s"
+        warnings.warn(
+            LeaseRuleWarning(
+                f"{name}={limit}, heartbeat_s=None and a visibility timeout of {lease_s:g} s: an attempt"
+                " may outlive its lease and run twice at once. Without a heartbeat, keep the"
+                f" time limit below the visibility timeout (the default is {LEASE_SHARE:g} of it),"
+                " or set heartbeat_s"
+            ),
+            stacklevel=3,
+        )
 
     def handler_for(self, type_name: str) -> tuple[JobType[Any], Handler[Any]]:
         """The job type and handler registered under ``type_name``.
