@@ -346,6 +346,28 @@ def test_every_built_in_a_solution_check_cell_reads_is_one_the_checker_supplies(
     assert used <= set(plain.BUILTINS), used - set(plain.BUILTINS)
 
 
+@pytest.mark.parametrize(
+    ("name", "args", "kwargs"),
+    [
+        ("any", ([0, "", 3],), {}),
+        ("any", ([0, ""],), {}),
+        ("abs", (-2.5,), {}),
+        ("round", (2.675, 2), {}),
+        ("round", (7.5,), {}),
+        ("min", ([3, 1, 2],), {}),
+        ("min", (3, 1, 2), {}),
+        ("min", (["bb", "a", "ccc"],), {"key": len}),
+        ("sorted", ([3, 1, 2],), {"reverse": True}),
+        ("sorted", (["bb", "a"],), {"key": len}),
+        ("set", ([1, 1, 2],), {}),
+    ],
+)
+def test_the_supplied_built_ins_do_what_python_s_do(
+    name: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
+    assert plain.BUILTINS[name](*args, **kwargs) == getattr(builtins, name)(*args, **kwargs)
+
+
 def test_normalize_keeps_plain_values_and_drops_subclasses() -> None:
     value = plain.normalize([Sneaky(3), (1, "a"), {"k": 2.5}])
     assert value == [3, (1, "a"), {"k": 2.5}]

@@ -38,6 +38,7 @@ _STR = "".__class__
 _LIST: Any = [].__class__
 _TUPLE: Any = ().__class__
 _DICT: Any = {}.__class__
+_SET: Any = {0}.__class__
 _len = _STR.__len__
 _ENCODE = _STR.encode
 _FROM_BYTES = _INT.from_bytes
@@ -62,6 +63,7 @@ _LIST_ITER = _LIST.__iter__
 _TUPLE_ITER = _TUPLE.__iter__
 _DICT_ITEMS = _DICT.items
 _APPEND = _LIST.append
+_SORT = _LIST.sort
 _HEX = "0123456789abcdef"
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -237,6 +239,47 @@ def _numbers(*bounds: int) -> object:
         number = number + step
 
 
+def _any(values: list[object]) -> bool:
+    """``any``: whether one of ``values`` is true."""
+    for value in values:  # noqa: SIM110 - the built-in any may be the learner's
+        if value:
+            return True
+    return False
+
+
+def _absolute(value: object) -> object:
+    """``abs``: the value's own ``__abs__``."""
+    return _type(value).__abs__(value)  # type: ignore[attr-defined]
+
+
+def _rounded(value: object, digits: object = None) -> object:
+    """``round``: the value's own ``__round__``, to ``digits`` places if given."""
+    if digits is None:
+        return _type(value).__round__(value)  # type: ignore[attr-defined]
+    return _type(value).__round__(value, digits)  # type: ignore[attr-defined]
+
+
+def _least(*values: object, key: object = None) -> object:
+    """``min`` of one iterable or of several values (the first of equals), by ``key`` if given."""
+    items = _LIST(values[0]) if _TUPLE.__len__(values) == 1 else _LIST(values)
+    if not items:
+        raise NotPlainError("min() of nothing")
+    best = items[0]
+    best_key = key(best) if key is not None else best  # type: ignore[operator]
+    for item in items[1:]:
+        item_key = key(item) if key is not None else item  # type: ignore[operator]
+        if item_key < best_key:
+            best, best_key = item, item_key
+    return best
+
+
+def _in_order(values: object, key: object = None, reverse: bool = False) -> object:
+    """``sorted``: a new list of ``values``, sorted by the built-in list's own sort."""
+    items = _LIST(values)
+    _SORT(items, key=key, reverse=reverse)
+    return items
+
+
 def _assertion_error() -> object:
     """The built-in ``AssertionError``, found among ``Exception``'s own subclasses.
 
@@ -271,6 +314,12 @@ BUILTINS: dict[str, Any] = {
     "len": _length,
     "sum": _total,
     "range": _numbers,
+    "set": _SET,
+    "any": _any,
+    "abs": _absolute,
+    "round": _rounded,
+    "min": _least,
+    "sorted": _in_order,
 }
 """The built-in names a check cell may use, each taken from a literal or written here.
 
