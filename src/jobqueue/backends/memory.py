@@ -31,6 +31,7 @@ from jobqueue.backends import rules
 from jobqueue.backends.contract import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
     Failed,
+    JobIds,
     check_delay_s,
     check_holder,
     check_ids,
@@ -142,12 +143,7 @@ class JobQueue:
         return self.enqueue_many(job_type, [payload], ids=None if id is None else [id], priority=priority)[0]
 
     def enqueue_many(
-        self,
-        job_type: JobType[P],
-        payloads: Sequence[P],
-        *,
-        ids: Sequence[str] | None = None,
-        priority: int | None = None,
+        self, job_type: JobType[P], payloads: Sequence[P], *, ids: JobIds = None, priority: int | None = None
     ) -> list[Job]:
         """Enqueue several jobs of one type, in order; see :meth:`enqueue`.
 

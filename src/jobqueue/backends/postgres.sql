@@ -4,7 +4,8 @@
 -- {job_columns} and {dead_columns} stand for the select lists every backend reads rows with
 -- (filled in when this file is loaded, from jobqueue's one row-to-Job conversion), and
 -- {expiry_reason} and {lease_lost_reason} for the last_error of a job a claim dead-letters
--- (jobqueue.backends.rules.refusal decides the same in Python).
+-- (jobqueue.backends.rules.refusal decides the same in Python), {new_columns} and
+-- {new_values} for the columns an enqueue fills, after the id, type and payload.
 -- Arrays of text go as %(name)b, in binary: psycopg sends each string as it is, where the
 -- text form would quote and escape every element in Python (slower than the statement).
 -- One table holds live and dead jobs (died_at is NULL while a job lives), so the primary
@@ -94,11 +95,8 @@ WITH wanted AS MATERIALIZED (
     SELECT n, coalesce(id, 'job-' || nextval('jobqueue_job_id')) AS id, payload
     FROM unnest(%(ids)b::text[], %(payloads)b::text[]) WITH ORDINALITY AS w (id, payload, n)
 ), added AS (
-    INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, run_at, visible_at,
-                               priority, expires_at, expires_after_s)
-    SELECT id, %(type)s, payload, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s,
-           %(priority)s, %(expires_at)s, %(expires_after_s)s
-    FROM wanted ORDER BY n
+    INSERT INTO jobqueue_jobs ({new_columns})
+    SELECT id, %(type)s, payload, {new_values} FROM wanted ORDER BY n
     ON CONFLICT (id) DO NOTHING
     -- In the caller's transaction (notify true) this wakes listening workers at its commit;
     -- on the queue's own connection the `notify` statement does it, just after.
@@ -123,11 +121,8 @@ WITH wanted AS MATERIALIZED (
     SELECT n, 'job-' || nextval('jobqueue_job_id') AS id, payload
     FROM unnest(%(payloads)b::text[]) WITH ORDINALITY AS w (payload, n)
 ), added AS (
-    INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, run_at, visible_at,
-                               priority, expires_at, expires_after_s)
-    SELECT id, %(type)s, payload, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s,
-           %(priority)s, %(expires_at)s, %(expires_after_s)s
-    FROM wanted ORDER BY n
+    INSERT INTO jobqueue_jobs ({new_columns})
+    SELECT id, %(type)s, payload, {new_values} FROM wanted ORDER BY n
 )
 SELECT id FROM wanted ORDER BY n;
 

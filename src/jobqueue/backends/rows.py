@@ -308,3 +308,23 @@ def salvage_dead(row: Sequence[Any], error: CorruptJobError, now: float) -> Dead
     """
     died_at = row[-1]
     return DeadLetter(job=salvage(row[:-1], error), died_at=float(died_at) if _is_time(died_at) else now)
+
+
+def read_job(row: Sequence[Any]) -> Job:
+    """The job of a live row (columns after the job's are left unread), or its salvaged stand-in.
+
+    A row that cannot be read as a job gives the readable record :func:`salvage` makes of it.
+    """
+    values = row[: len(JOB_FIELDS)]
+    try:
+        return job_from_row(values)
+    except CorruptJobError as exc:
+        return salvage(values, exc)
+
+
+def read_dead(row: Sequence[Any], now: float) -> DeadLetter:
+    """The dead letter of a row of :data:`DEAD_COLUMNS`, or its salvaged stand-in (:func:`salvage_dead`)."""
+    try:
+        return dead_from_row(row)
+    except CorruptJobError as exc:
+        return salvage_dead(row, exc, now)
