@@ -534,10 +534,9 @@ GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, N
     ],
 )
 def test_a_row_with_one_bad_value_is_refused_naming_it(column: str, bad: object) -> None:
-    from jobqueue.backends.rows import JOB_FIELDS, job_from_row
+    from jobqueue.backends.rows import JobRow, job_from_row
 
-    row = list(GOOD_ROW)
-    row[JOB_FIELDS.index(column)] = bad
+    row = JobRow(*GOOD_ROW)._replace(**{column: bad})
     with pytest.raises(jq.CorruptJobError, match=f"cannot be read: [a-z ]*{column} must be"):
         job_from_row(row)
 
@@ -551,10 +550,10 @@ def test_a_row_with_one_bad_value_is_refused_naming_it(column: str, bad: object)
     ],
 )
 def test_a_readable_row_gives_the_job_its_values_make(changes: dict[str, object]) -> None:
-    from jobqueue.backends.rows import JOB_FIELDS, job_from_row
+    from jobqueue.backends.rows import JobRow, job_from_row
 
-    values = dict(zip(JOB_FIELDS, GOOD_ROW, strict=True)) | changes
-    job = job_from_row(list(values.values()))
+    values = JobRow(*GOOD_ROW)._replace(**changes)._asdict()
+    job = job_from_row(JobRow(**values))
     assert job == jq.Job(
         id="j1",
         type="t",

@@ -56,11 +56,12 @@ from jobqueue.backends.contract import Failed, JobIds, check_ids
 from jobqueue.backends.rows import (
     DEAD_COLUMNS,
     DEAD_STORED,
+    HELD,
+    JOB,
     JOB_COLUMNS,
     NEW_COLUMNS,
     dead_from_row,
     new_job_values,
-    read_job,
     salvage_dead,
     stored_values,
 )
@@ -276,7 +277,8 @@ class DurableQueue(SqlQueue):
                 {"payloads": data} | new_job_values(job_type, policy, now, priority),
             ).fetchall()
         ids_by_payload: dict[str, list[str]] = {}
-        for job_id, payload, _ in sorted(rows, key=lambda row: row[2], reverse=True):
+        made = sorted(((serial, job_id, payload) for job_id, payload, serial in rows), reverse=True)
+        for _, job_id, payload in made:
             ids_by_payload.setdefault(payload, []).append(job_id)  # equal payloads: first made first
         return [
             job_type.new_job(
@@ -343,7 +345,7 @@ class DurableQueue(SqlQueue):
             self._bury_expired(con, expired, now)
             due = self._due(con, now, limit)  # look again: they took up places
         rows = self._lease(con, due, now)
-        jobs = self._readable(con, [row[:-1] for row in rows], now)
+        jobs = self._readable(con, rows, HELD, now)
         return _in_order(due, rows, jobs)
 
     def _due(self, con: duckdb.DuckDBPyConnection, now: float, limit: int) -> list[tuple[int, str, bool]]:
@@ -437,7 +439,7 @@ class DurableQueue(SqlQueue):
     def _find(self, con: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[Job]:
         """Records of the given ids, live or dead, in no particular order (corrupt ones salvaged)."""
         rows = con.execute(SQL["find"], {"ids": list(ids)}).fetchall()
-        return [read_job(row) for row in rows]
+        return [JOB.read(row) for row in rows]
 
     def _bury_corrupt(self, con: duckdb.DuckDBPyConnection, job: Job, now: float) -> None:
         """Move the job whose row could not be read to ``jobqueue_dead``, as its salvaged stand-in ``job``."""
@@ -471,7 +473,7 @@ class DurableQueue(SqlQueue):
         """
         version = 0
         if con.execute(SQL["has_schema"]).fetchall()[0][0]:
-            version = max((row[0] for row in con.execute(SQL["schema_version"]).fetchall()), default=0)
+            version = max((found for (found,) in con.execute(SQL["schema_version"]).fetchall()), default=0)
         if version > SCHEMA_VERSION:
             raise QueueSchemaError(
                 f"queue file {self.path!r} holds jobqueue tables of schema version {version}, and this"
@@ -496,7 +498,7 @@ class DurableQueue(SqlQueue):
     def _delete_acked(self, con: duckdb.DuckDBPyConnection, leases: Sequence[Lease]) -> set[str]:
         """Delete the jobs held under the tokens of ``leases``; return the tokens that matched."""
         rows = con.execute(SQL["ack"], {"tokens": [lease.token for lease in leases]}).fetchall()
-        return {row[0] for row in rows}
+        return {token for (token,) in rows}
 
     def _bury_expired(self, con: duckdb.DuckDBPyConnection, ids: list[str], now: float) -> None:
         """Dead-letter the jobs ``ids``, whose final attempt's lease, or deadline, has run out at ``now``."""
@@ -586,6 +588,6 @@ def _id_number(job_id: str) -> int | None:
 
 def _in_order(due: list[tuple[int, str, bool]], rows: list[Any], jobs: list[Job]) -> list[Lease]:
     """The leases of the readable ``jobs`` among the claimed ``rows``, in the order of ``due``."""
-    tokens = {row[0]: row[-1] for row in rows}
+    tokens = {HELD.value(row, "id"): HELD.value(row, "lease_token") for row in rows}
     by_id = {job.id: job for job in jobs}
     return [Lease(job=by_id[job_id], token=tokens[job_id]) for _, job_id, _ in due if job_id in by_id]

@@ -52,12 +52,14 @@ from jobqueue.backends import rules, sql
 from jobqueue.backends.contract import Failed, JobIds, check_ids
 from jobqueue.backends.rows import (
     DEAD_COLUMNS,
+    JOB,
     JOB_COLUMNS,
+    JOB_FIELDS,
     NEW_COLUMNS,
+    Columns,
     job_from_row,
     new_job_values,
     read_dead,
-    read_job,
     salvage,
     stored_values,
 )
@@ -100,7 +102,13 @@ when a queue opens them (``migration_N`` blocks of ``postgres.sql``).
 """
 
 
-_JOB_WIDTH = len(JOB_COLUMNS.split(","))  # columns in a job row
+CLAIMED = Columns("buried", *JOB_FIELDS, "lease_token", "serial")
+"""A row of the claim: how many due jobs it dead-lettered, then a job it leased (all NULL
+when it leased none), its lease token and its new serial, which claims give in claim order."""
+
+ENQUEUED = Columns("given_id", "added", *JOB_FIELDS)
+"""A row of the enqueue: the job's id, whether it was added, and the record of the job held
+under that id if it was not (NULL when added)."""
 
 
 class BatchOptions(TypedDict, total=False):
@@ -307,11 +315,11 @@ class PostgresQueue(SqlQueue):
                     prepare=True,  # the queue's own connection (see _prepare)
                     binary=True,  # numbers as they are stored, not as decimal text to parse
                 ).fetchall()
-                buried = rows[0][0]
+                buried = CLAIMED.value(rows[0], "buried")
                 rows.sort(key=_claim_order)
-                for row in rows:  # the count of buried jobs, a job row, its token, its new serial
-                    if row[1] is not None:
-                        lease = self._lease(con, row[1 : _JOB_WIDTH + 2], now)
+                for row in rows:
+                    if CLAIMED.value(row, "id") is not None:
+                        lease = self._lease(con, row, now)
                         if lease is not None:
                             leases.append(lease)
                         else:
@@ -447,16 +455,17 @@ class PostgresQueue(SqlQueue):
             prepare=self._prepare(con),
         ).fetchall()
         again = []
-        for (index, wanted, payload), (job_id, added, *old) in zip(rows, found, strict=True):
-            if added:
+        for (index, wanted, payload), row in zip(rows, found, strict=True):
+            job_id = ENQUEUED.value(row, "given_id")
+            if ENQUEUED.value(row, "added"):
                 new = job_type.new_job(id=job_id, payload=payload, retry=policy, now=now, priority=priority)
                 results[index] = Enqueued(job=new, added=True)
             elif wanted is None:
                 again.append(index)  # a job-N already taken by a chosen id: draw another
-            elif old[0] is not None:
-                results[index] = Enqueued(job=read_job(old), added=False)
+            elif ENQUEUED.value(row, "id") is not None:
+                results[index] = Enqueued(job=ENQUEUED.read(row), added=False)
             elif held := con.execute(SQL["find"], {"ids": [job_id]}).fetchall():
-                results[index] = Enqueued(job=read_job(held[0]), added=False)  # committed just after
+                results[index] = Enqueued(job=JOB.read(held[0]), added=False)  # committed just after
             else:
                 again.append(index)  # and acked since: the id is free again
         return again
@@ -498,14 +507,14 @@ class PostgresQueue(SqlQueue):
         )
 
     def _lease(self, con: psycopg.Connection[Any], row: Sequence[Any], now: float) -> Lease | None:
-        """The lease of a claimed ``row`` (job columns, then the token); ``None`` if unreadable.
+        """The lease of a claimed ``row`` (of :data:`CLAIMED`); ``None`` if unreadable.
 
         An unreadable row (corrupted in the table) is dead-lettered with the reason.
         """
         try:
-            return Lease(job=job_from_row(row[:-1]), token=row[-1])
+            return Lease(job=job_from_row(CLAIMED.job_row(row)), token=CLAIMED.value(row, "lease_token"))
         except CorruptJobError as exc:
-            self._bury_corrupt(con, salvage(row[:-1], exc), now)
+            self._bury_corrupt(con, salvage(CLAIMED.job_row(row), exc), now)
             return None
 
     def _bury_corrupt(self, con: psycopg.Connection[Any], job: Job, now: float) -> None:
@@ -519,7 +528,7 @@ class PostgresQueue(SqlQueue):
             {"ids": [lease.job.id for lease in leases], "tokens": [lease.token for lease in leases]},
             prepare=self._prepare(con),
         ).fetchall()
-        return {row[0] for row in rows}
+        return {token for (token,) in rows}
 
     def _prepare(self, con: psycopg.Connection[Any]) -> bool | None:
         """Whether to prepare a hot statement (enqueue, claim, ack) on ``con`` from its first run.
@@ -537,7 +546,8 @@ class PostgresQueue(SqlQueue):
 
 def _claim_order(row: Sequence[Any]) -> int:
     """Sort key of a row of the claim: its new serial, which the claim gave in claim order."""
-    return row[-1] or 0  # the row of a claim that leased nothing has none
+    serial: int = CLAIMED.value(row, "serial") or 0  # the row of a claim that leased nothing has none
+    return serial
 
 
 def describe_server(conninfo: str) -> str:
@@ -587,4 +597,4 @@ def _versions(con: psycopg.Connection[Any]) -> list[int]:
     """The versions recorded in ``jobqueue_schema`` (one, normally); ``[]`` if there are no tables."""
     if not con.execute(SQL["has_schema"]).fetchall()[0][0]:
         return []
-    return [row[0] for row in con.execute(SQL["schema_version"]).fetchall()]
+    return [version for (version,) in con.execute(SQL["schema_version"]).fetchall()]

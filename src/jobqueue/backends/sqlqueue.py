@@ -30,7 +30,7 @@ from jobqueue.backends.contract import (
     check_holder,
     not_acked,
 )
-from jobqueue.backends.rows import job_from_row, read_dead, read_job, salvage
+from jobqueue.backends.rows import HELD, JOB, Columns, job_from_row, read_dead, salvage
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock, SystemClock
 from jobqueue.errors import CorruptJobError, DeadLetterNotFoundError
@@ -202,7 +202,7 @@ class SqlQueue(ABC):
             rows = con.execute(self.sql["extend"], held).fetchall()
             if not rows:
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
-        return Lease(job=read_job(rows[0]), token=lease.token)
+        return Lease(job=JOB.read(rows[0]), token=lease.token)
 
     def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job:
         """Give a claimed job back unrun, due in ``delay_s``; see :meth:`JobQueue.release`.
@@ -221,7 +221,7 @@ class SqlQueue(ABC):
             found = rows.fetchall()
             if not found:
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
-        return read_job(found[0])
+        return JOB.read(found[0])
 
     def replay(self, job_id: str) -> Job:
         """Move a dead job back to waiting with a fresh budget; see :meth:`JobQueue.replay`.
@@ -236,7 +236,7 @@ class SqlQueue(ABC):
             if not found:
                 raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
             row = self._store_replay(con, rules.replay(read_dead(found[0], now).job, now=now))
-        return read_job(row)
+        return JOB.read(row)
 
     def discard(self, job_id: str) -> DeadLetter:
         """Delete a dead letter that has been dealt with, and return it.
@@ -302,7 +302,9 @@ class SqlQueue(ABC):
     def _check_holder(self, con: Any, lease: Lease) -> Job:
         """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
         rows = con.execute(self.sql["holder"], {"id": lease.job.id}).fetchall()
-        return check_holder(lease, read_job(rows[0][:-1]) if rows else None, rows[0][-1] if rows else None)
+        if not rows:
+            return check_holder(lease, None, None)
+        return check_holder(lease, HELD.read(rows[0]), HELD.value(rows[0], "lease_token"))
 
     def _select_jobs(self, name: str, params: dict[str, Any]) -> list[Job]:
         """The jobs the SELECT ``name`` finds; rows that cannot be read are dead-lettered instead."""
@@ -310,20 +312,21 @@ class SqlQueue(ABC):
         with self._connection() as con:
             rows = con.execute(query, params).fetchall()
         try:
-            return [job_from_row(row) for row in rows]
+            return [job_from_row(JOB.job_row(row)) for row in rows]
         except CorruptJobError:  # rare: read again in a transaction that buries the bad rows
             with self._transaction() as con:
                 rows = con.execute(query, params).fetchall()
-                return self._readable(con, rows, self.clock.now())
+                return self._readable(con, rows, JOB, self.clock.now())
 
-    def _readable(self, con: Any, rows: Sequence[Sequence[Any]], now: float) -> list[Job]:
-        """The jobs of live ``rows``, in order; rows that cannot be read are dead-lettered instead."""
+    def _readable(self, con: Any, rows: Sequence[Sequence[Any]], columns: Columns, now: float) -> list[Job]:
+        """The jobs of live ``rows`` (of ``columns``), in order; unreadable rows are dead-lettered."""
         jobs = []
         for row in rows:
+            values = columns.job_row(row)
             try:
-                jobs.append(job_from_row(row))
+                jobs.append(job_from_row(values))
             except CorruptJobError as exc:
-                self._bury_corrupt(con, salvage(row, exc), now)  # rare: one statement each is fine
+                self._bury_corrupt(con, salvage(values, exc), now)  # rare: one statement each is fine
         return jobs
 
     def _store_outcomes(self, columns: dict[str, list[int]], before: int) -> None:
