@@ -508,7 +508,7 @@ def test_a_corrupt_queue_file_is_named(tmp_path: Path, clock: jq.ManualClock) ->
 
 # -- the row check: one fast pass for the usual row, the same verdicts as value by value --------
 
-GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, None, None)
+GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, None, None, 7)
 
 
 @pytest.mark.parametrize(
@@ -528,6 +528,8 @@ GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, N
         ("leased_at", "x"),
         ("last_error", b"boom"),
         ("priority", True),
+        ("fencing_token", -1),
+        ("fencing_token", 1.0),
         ("priority", jq.PRIORITY_LIMIT + 1),
         ("expires_at", float("-inf")),
         ("expires_after_s", "60"),
@@ -570,6 +572,7 @@ def test_a_readable_row_gives_the_job_its_values_make(changes: dict[str, object]
         expires_after_s=values["expires_after_s"],  # type: ignore[arg-type]
     )
     assert type(job.run_at) is float
+    assert job.fencing_token == 7  # not compared by ==
 
 
 def test_a_job_from_checked_values_needs_every_field() -> None:

@@ -67,7 +67,7 @@ def test_migrations_run_in_order_from_the_version_a_database_is_at() -> None:
     assert sql.migrations(blocks, 2) == ["ten"]
     assert sql.migrations(blocks, 10) == []
     assert sql.latest_version(blocks) == 10
-    assert (duckdb_backend.SCHEMA_VERSION, postgres_backend.SCHEMA_VERSION) == (4, 3)
+    assert (duckdb_backend.SCHEMA_VERSION, postgres_backend.SCHEMA_VERSION) == (5, 4)
 
 
 def schema_version(path: Path) -> list[tuple[int]]:
@@ -106,8 +106,28 @@ def test_a_file_of_a_newer_version_is_refused_by_name(tmp_path: Path) -> None:
     DurableQueue(path, clock=ManualClock(0)).close()
     with duckdb.connect(str(path)) as con:
         con.execute("UPDATE jobqueue_schema SET version = 99")
-    with pytest.raises(QueueSchemaError, match=r"newer.duckdb.*version 99.*reads version 4"):
+    with pytest.raises(QueueSchemaError, match=r"newer.duckdb.*version 99.*reads version 5"):
         DurableQueue(path, clock=ManualClock(0))
+
+
+def test_a_file_of_version_4_is_migrated_and_its_leases_get_fencing_tokens(tmp_path: Path) -> None:
+    path = tmp_path / "v4.duckdb"
+    clock = ManualClock(0)
+    with DurableQueue(path, clock=clock) as queue:
+        queue.enqueue_many(PLAIN, [Ping(number=1), Ping(number=2)], ids=["held", "waiting"])
+        held = queue.claim()
+    with duckdb.connect(str(path)) as con:  # back to the tables of version 4
+        for table in ("jobqueue_jobs", "jobqueue_dead"):
+            con.execute(f"ALTER TABLE {table} DROP COLUMN fencing_token")
+        con.execute("DROP SEQUENCE jobqueue_fencing")
+        con.execute("UPDATE jobqueue_schema SET version = 4")
+    with DurableQueue(path, clock=clock) as queue:
+        assert sorted((job.id, job.fencing_token) for job in queue.jobs()) == [("held", 0), ("waiting", 0)]
+        assert held is not None
+        queue.ack(held)  # a lease from before the migration still acks
+        lease = queue.claim()
+        assert lease is not None and lease.job.id == "waiting" and lease.job.fencing_token == 1
+    assert schema_version(path) == [(5,)]
 
 
 def test_a_new_file_refuses_a_null_priority(tmp_path: Path) -> None:

@@ -107,7 +107,7 @@ SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
 
 1: lesson 11's tables. 2: when a lease was claimed. 3: priorities and deadlines (lesson
-13). 4: priorities NOT NULL. Older files are migrated when a queue opens them
+13). 4: priorities NOT NULL. 5: fencing tokens (lesson 06). Older files are migrated when a queue opens them
 (``migration_N`` of ``duckdb.sql``).
 """
 

@@ -85,6 +85,19 @@ ALTER TABLE jobqueue_jobs ALTER COLUMN priority SET NOT NULL;
 ALTER TABLE jobqueue_dead ALTER COLUMN priority SET NOT NULL;
 UPDATE jobqueue_schema SET version = 4;
 
+-- name: migration_5
+-- Fencing tokens (lesson 06): each claim stores the next number of jobqueue_fencing in the
+-- job's row, and the row keeps it through a release, a retry, its death and a replay. The
+-- sequence is stored in the file with the claims that use it (a claim commits before it
+-- returns), so a reopened file goes on from the last number it handed out. Jobs claimed
+-- before have token 0, below every number to come.
+CREATE SEQUENCE IF NOT EXISTS jobqueue_fencing;
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS fencing_token BIGINT DEFAULT 0;
+ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS fencing_token BIGINT DEFAULT 0;
+ALTER TABLE jobqueue_jobs ALTER COLUMN fencing_token SET NOT NULL;
+ALTER TABLE jobqueue_dead ALTER COLUMN fencing_token SET NOT NULL;
+UPDATE jobqueue_schema SET version = 5;
+
 -- name: highest_given_id
 SELECT max(CAST(id[5:] AS BIGINT)) FROM (SELECT id FROM jobqueue_jobs UNION ALL SELECT id FROM jobqueue_dead)
 WHERE regexp_full_match(id, 'job-[1-9][0-9]{0,17}');
@@ -123,7 +136,8 @@ FROM jobqueue_jobs WHERE visible_at <= $now ORDER BY priority DESC, visible_at, 
 
 -- name: claim
 UPDATE jobqueue_jobs SET attempts = attempts + 1, leased_until = $until, leased_at = $now, visible_at = $until,
-lease_token = 'lease-' || nextval('jobqueue_lease') || '-' || $tag, serial = nextval('jobqueue_serial')
+lease_token = 'lease-' || nextval('jobqueue_lease') || '-' || $tag, serial = nextval('jobqueue_serial'),
+fencing_token = nextval('jobqueue_fencing')
 WHERE rowid IN (SELECT unnest($rowids))
 AND visible_at <= $now AND attempts < max_attempts AND coalesce(expires_at >= $now, true);
 
@@ -159,12 +173,13 @@ DELETE FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids));
 -- name: bury_unreadable
 INSERT INTO jobqueue_dead ({dead_stored}, died_at)
 VALUES ($id, $type, $payload, $attempts, $max_attempts, $base_s, $cap_s, $run_at, $error, $priority,
-$expires_at, $expires_after_s, $now);
+$expires_at, $expires_after_s, $fencing_token, $now);
 
 -- name: rewrite_dead
 UPDATE jobqueue_dead SET type = $type, payload = $payload, attempts = $attempts, max_attempts = $max_attempts,
 base_s = $base_s, cap_s = $cap_s, run_at = $run_at, last_error = $error, priority = $priority,
-expires_at = $expires_at, expires_after_s = $expires_after_s, died_at = $now WHERE id = $id;
+expires_at = $expires_at, expires_after_s = $expires_after_s, fencing_token = $fencing_token, died_at = $now
+WHERE id = $id;
 
 -- name: extend
 UPDATE jobqueue_jobs SET leased_until = $until, visible_at = greatest(run_at, $until),
@@ -182,9 +197,9 @@ DELETE FROM jobqueue_dead WHERE id = $id RETURNING {dead_columns};
 
 -- name: replay
 INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, last_error, priority,
-expires_after_s, attempts, run_at, visible_at, serial, expires_at)
+expires_after_s, attempts, run_at, visible_at, serial, expires_at, fencing_token)
 VALUES ($id, $type, $payload, $max_attempts, $base_s, $cap_s, $error, $priority, $expires_after_s, $attempts,
-$run_at, $run_at, nextval('jobqueue_serial'), $expires_at)
+$run_at, $run_at, nextval('jobqueue_serial'), $expires_at, $fencing_token)
 RETURNING {job_columns};
 
 -- name: discard

@@ -187,8 +187,11 @@ class JobQueue:
                 self._bury(replace(job, leased_until=None, leased_at=None, last_error=reason), now)
                 continue
             until = now + self.visibility_timeout_s
-            leased = replace(job, attempts=job.attempts + 1, leased_until=until, leased_at=now)
-            token = f"lease-{next(self._lease_serial)}"
+            serial = next(self._lease_serial)  # also the fencing token: never handed out again
+            leased = replace(
+                job, attempts=job.attempts + 1, leased_until=until, leased_at=now, fencing_token=serial
+            )
+            token = f"lease-{serial}"
             self._tokens[job_id] = token
             self._store(leased)
             return Lease(job=leased, token=token)

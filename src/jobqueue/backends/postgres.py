@@ -97,8 +97,9 @@ reads, and the reasons of :func:`jobqueue.backends.rules.refusal`, filled in."""
 SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
 
-2: lesson 12's tables. 3: priorities and deadlines (lesson 13). Older tables are migrated
-when a queue opens them (``migration_N`` blocks of ``postgres.sql``).
+2: lesson 12's tables. 3: priorities and deadlines (lesson 13). 4: fencing tokens (lesson
+06). Older tables are migrated when a queue opens them (``migration_N`` blocks of
+``postgres.sql``).
 """
 
 
@@ -164,6 +165,7 @@ class PostgresQueue(SqlQueue):
         self._con: psycopg.Connection[tuple[Any, ...]] | None = None
         self._listener: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
         self._listener_loop: asyncio.AbstractEventLoop | None = None
+        self._fenced: object = None  # the connection whose fencing floor was raised (see claim_many)
         try:
             with self._transaction() as con:
                 _create_schema(con, self.server)
@@ -292,13 +294,16 @@ class PostgresQueue(SqlQueue):
         attempt uncounted, while the workers holding them may still run them: a second run,
         which at-least-once delivery allows (``process_once`` makes it harmless). No job is
         lost: its row is written by a synced enqueue and deleted only by a synced ack.
-        Fencing: the lease sequence may hand out a lost claim's number again (its WAL went
-        with the claim), and if the same job gets the same token, the old holder's ack or
-        fail is taken for the new holder's. The worst case is a job acked or failed while its
-        second run goes on (that run's ack is then refused as stale): a duplicate run, or a
-        dead letter to replay, never a lost job. A token stored in a row that survived the
+        Lease tokens: the lease sequence may hand out a lost claim's number again (its WAL
+        went with the claim), and if the same job gets the same token, the old holder's ack
+        or fail is taken for the new holder's. The worst case is a job acked or failed while
+        its second run goes on (that run's ack is then refused as stale): a duplicate run, or
+        a dead letter to replay, never a lost job. A token stored in a row that survived the
         crash cannot repeat: WAL is replayed in order, and the sequence's record precedes
-        the row that holds the token. (PostgreSQL's "Asynchronous Commit".)
+        the row that holds the token. (PostgreSQL's "Asynchronous Commit".) Fencing tokens
+        (:attr:`Job.fencing_token`) never repeat, crash or not: before its first claim,
+        each connection moves their sequence 2^32 numbers on in a commit that waits for the
+        disk (``fencing_floor`` in ``postgres.sql``), past every number a crash could lose.
 
         Raises:
             InvalidSettingError: if ``limit`` is not an int >= 1.
@@ -306,6 +311,10 @@ class PostgresQueue(SqlQueue):
         check_count("limit", limit)
         leases: list[Lease] = []
         with self._connection() as con:
+            if self._fenced is not con:  # a new connection: pass over the tokens a crash may have lost
+                with con.transaction():
+                    con.execute(SQL["fencing_floor"])
+                self._fenced = con
             buried = 1
             while buried and len(leases) < limit:  # buried jobs took up places: look again
                 now = self.clock.now()

@@ -56,6 +56,7 @@ class JobRow(NamedTuple):
     priority: Any
     expires_at: Any
     expires_after_s: Any
+    fencing_token: Any
 
 
 JOB_FIELDS = JobRow._fields
@@ -120,8 +121,8 @@ def stored_values(job: Job) -> dict[str, Any]:
     """The values of ``job`` a statement stores, by parameter name (``last_error`` as ``error``).
 
     Keyed ``id``, ``type``, ``payload``, ``attempts``, ``max_attempts``, ``base_s``,
-    ``cap_s``, ``run_at`` (seconds), ``error``, ``priority``, ``expires_at`` and
-    ``expires_after_s``.
+    ``cap_s``, ``run_at`` (seconds), ``error``, ``priority``, ``expires_at``,
+    ``expires_after_s`` and ``fencing_token``.
     """
     return {
         "id": job.id,
@@ -136,6 +137,7 @@ def stored_values(job: Job) -> dict[str, Any]:
         "priority": job.priority,
         "expires_at": job.expires_at,
         "expires_after_s": job.expires_after_s,
+        "fencing_token": job.fencing_token,
     }
 
 
@@ -185,6 +187,7 @@ def job_from_row(row: JobRow) -> Job:
             "priority": row.priority,
             "expires_at": row.expires_at,
             "expires_after_s": row.expires_after_s,
+            "fencing_token": row.fencing_token,
         }
     )
 
@@ -196,7 +199,7 @@ def _plain(row: JobRow) -> bool:
     and a row it turns down (a time stored as an int, a bad value) goes there, to be
     accepted after all or refused with the first bad value named.
     """
-    attempts, priority = row.attempts, row.priority
+    attempts, priority, fencing_token = row.attempts, row.priority, row.fencing_token
     return (
         _nonempty_text(row.id)
         and _nonempty_text(row.type)
@@ -211,6 +214,8 @@ def _plain(row: JobRow) -> bool:
         and -PRIORITY_LIMIT <= priority <= PRIORITY_LIMIT
         and (row.expires_at is None or _float_time(row.expires_at))
         and (row.expires_after_s is None or _float_time(row.expires_after_s))
+        and type(fencing_token) is int
+        and fencing_token >= 0
     )
 
 
@@ -252,6 +257,8 @@ def _check_values(values: dict[str, Any]) -> None:
             _check(
                 values[name] is None or _is_time(values[name]), name, values[name], "a finite time or NULL"
             )
+        token = values["fencing_token"]
+        _check(_is_int(token) and token >= 0, "fencing_token", token, "an int >= 0")
     except InvalidSettingError as exc:
         raise CorruptJobError(f"the stored row of job {values['id']!r} cannot be read: {exc}") from exc
 
@@ -273,7 +280,7 @@ def salvage(row: JobRow, error: CorruptJobError) -> Job:
     """A readable, unleased stand-in for a corrupt row, to dead-letter with the reason.
 
     Values that read as they should are kept; the others take their defaults (attempts
-    0, the default retry policy, ``run_at`` 0, priority 0, no deadline). ``last_error``
+    0, the default retry policy, ``run_at`` 0, priority 0, no deadline, fencing token 0). ``last_error``
     becomes ``"CorruptJobError: …"``, followed by the row's own last error if it had one,
     so nothing is lost.
     """
@@ -305,6 +312,7 @@ def salvage(row: JobRow, error: CorruptJobError) -> Job:
         priority=priority,
         expires_at=_time_or_none(values["expires_at"]),
         expires_after_s=_time_or_none(values["expires_after_s"]),
+        fencing_token=token if _is_int(token := values["fencing_token"]) and token >= 0 else 0,
     )
 
 
