@@ -139,18 +139,14 @@ def process_once(
     """
     _check_message_id(message_id)
     check_count("max_attempts", max_attempts)
-    conflicts = db.dialect(con).conflicts
-    for attempt in range(1, max_attempts + 1):
-        try:
-            with db.transaction(con):
-                if not _record(con, message_id, clock.now()):
-                    return False
-                effect(con)
-            return True
-        except conflicts:
-            if attempt == max_attempts:
-                raise
-    raise AssertionError("unreachable: the loop returns or raises")
+
+    def step() -> bool:
+        if not _record(con, message_id, clock.now()):
+            return False
+        effect(con)
+        return True
+
+    return _retried(con, max_attempts, step)
 
 
 def mark_processed(con: Connection, message_id: str, *, clock: Clock) -> bool:
@@ -261,29 +257,20 @@ def apply_fenced(
     if holder is not None and not isinstance(holder, str):
         raise InvalidSettingError(f"holder must be a str or None, got {holder!r}")
     check_count("max_attempts", max_attempts)
-    conflicts = db.dialect(con).conflicts
-    for attempt in range(1, max_attempts + 1):
-        try:
-            with db.transaction(con):
-                found = db.fetch(
-                    con, "SELECT token, holder FROM fencing_tokens WHERE resource = ?", [resource]
-                )
-                if found and not _fenced_wins(token, holder, *found[0]):
-                    return False
-                if found:
-                    db.count(
-                        con,
-                        "UPDATE fencing_tokens SET token = ?, holder = ? WHERE resource = ?",
-                        [token, holder, resource],
-                    )
-                else:
-                    db.count(con, "INSERT INTO fencing_tokens VALUES (?, ?, ?)", [resource, token, holder])
-                effect(con)
-            return True
-        except conflicts:
-            if attempt == max_attempts:
-                raise
-    raise AssertionError("unreachable: the loop returns or raises")
+
+    def step() -> bool:
+        found = db.fetch(con, "SELECT token, holder FROM fencing_tokens WHERE resource = ?", [resource])
+        if found and not _fenced_wins(token, holder, *found[0]):
+            return False
+        if found:
+            update = "UPDATE fencing_tokens SET token = ?, holder = ? WHERE resource = ?"
+            db.count(con, update, [token, holder, resource])
+        else:
+            db.count(con, "INSERT INTO fencing_tokens VALUES (?, ?, ?)", [resource, token, holder])
+        effect(con)
+        return True
+
+    return _retried(con, max_attempts, step)
 
 
 def _fenced_wins(token: int, holder: str | None, applied: int, applied_by: str | None) -> bool:
@@ -292,3 +279,23 @@ def _fenced_wins(token: int, holder: str | None, applied: int, applied_by: str |
     A greater token wins; an equal one only from the same holder (writing again).
     """
     return token > applied or (token == applied and holder == applied_by)
+
+
+def _retried(con: Connection, max_attempts: int, step: Callable[[], bool]) -> bool:
+    """Run ``step`` in one transaction of ``con``, again when it collides with another; its result.
+
+    The transaction commits whatever ``step`` returns, and rolls back if it raises.
+
+    Raises:
+        Exception: a conflict of the database (:attr:`jobqueue.db.Dialect.conflicts`) from
+            the last of ``max_attempts`` runs, or whatever ``step`` raised.
+    """
+    conflicts = db.dialect(con).conflicts
+    for attempt in range(1, max_attempts + 1):
+        try:
+            with db.transaction(con):
+                return step()
+        except conflicts:
+            if attempt == max_attempts:
+                raise
+    raise AssertionError("unreachable: the loop returns or raises")

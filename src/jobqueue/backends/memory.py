@@ -172,8 +172,9 @@ class JobQueue:
     def claim(self) -> Lease | None:
         """Lease the due job of highest priority, claimable longest among equals; or ``None``.
 
-        The claim counts as an attempt (a worker that crashes mid-job still used one) and
-        hides the job for :attr:`visibility_timeout_s`. On its way to that job the claim
+        The claim counts as an attempt (a worker that crashes mid-job still used one),
+        hides the job for :attr:`visibility_timeout_s` and gives it a new
+        :attr:`~jobqueue.job.Job.fencing_token`, larger than any before. On its way to that job the claim
         dead-letters, instead of handing out, a job whose final attempt's lease ran out, and
         a job past its deadline (:attr:`Job.expires_at`: ``"expired: ..."``, no attempt
         used). Jobs behind the one claimed wait for a later claim, even if expired.
