@@ -510,7 +510,7 @@ def test_a_corrupt_queue_file_is_named(tmp_path: Path, clock: jq.ManualClock) ->
 
 # -- the row check: one fast pass for the usual row, the same verdicts as value by value --------
 
-GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, None, None)
+GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, None, None, 7)
 
 
 @pytest.mark.parametrize(
@@ -530,16 +530,17 @@ GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, N
         ("leased_at", "x"),
         ("last_error", b"boom"),
         ("priority", True),
+        ("fencing_token", -1),
+        ("fencing_token", 1.0),
         ("priority", jq.PRIORITY_LIMIT + 1),
         ("expires_at", float("-inf")),
         ("expires_after_s", "60"),
     ],
 )
 def test_a_row_with_one_bad_value_is_refused_naming_it(column: str, bad: object) -> None:
-    from jobqueue.backends.rows import JOB_FIELDS, job_from_row
+    from jobqueue.backends.rows import JobRow, job_from_row
 
-    row = list(GOOD_ROW)
-    row[JOB_FIELDS.index(column)] = bad
+    row = JobRow(*GOOD_ROW)._replace(**{column: bad})
     with pytest.raises(jq.CorruptJobError, match=f"cannot be read: [a-z ]*{column} must be"):
         job_from_row(row)
 
@@ -553,10 +554,10 @@ def test_a_row_with_one_bad_value_is_refused_naming_it(column: str, bad: object)
     ],
 )
 def test_a_readable_row_gives_the_job_its_values_make(changes: dict[str, object]) -> None:
-    from jobqueue.backends.rows import JOB_FIELDS, job_from_row
+    from jobqueue.backends.rows import JobRow, job_from_row
 
-    values = dict(zip(JOB_FIELDS, GOOD_ROW, strict=True)) | changes
-    job = job_from_row(list(values.values()))
+    values = JobRow(*GOOD_ROW)._replace(**changes)._asdict()
+    job = job_from_row(JobRow(**values))
     assert job == jq.Job(
         id="j1",
         type="t",
@@ -573,6 +574,7 @@ def test_a_readable_row_gives_the_job_its_values_make(changes: dict[str, object]
         expires_after_s=values["expires_after_s"],  # type: ignore[arg-type]
     )
     assert type(job.run_at) is float
+    assert job.fencing_token == 7  # not compared by ==
 
 
 def test_a_job_from_checked_values_needs_every_field() -> None:

@@ -312,9 +312,22 @@ def test_a_late_effect_with_an_older_token_is_refused() -> None:
     assert idempotency.apply_fenced(con, "order-1002", 1, ship(1))  # another resource has its own token
     assert con.execute("SELECT attempt FROM shipments ORDER BY attempt").fetchall() == [(1,), (2,), (2,)]
     assert con.execute("SELECT * FROM fencing_tokens ORDER BY resource").fetchall() == [
-        ("order-1001", 2),
-        ("order-1002", 1),
+        ("order-1001", 2, None),
+        ("order-1002", 1, None),
     ]
+
+
+def test_an_equal_token_is_applied_again_by_its_holder_only() -> None:
+    con = fenced_db()
+    assert idempotency.apply_fenced(con, "order-1001", 5, ship(1), holder="lease-5")
+    assert idempotency.apply_fenced(con, "order-1001", 5, ship(1), holder="lease-5")  # writing again
+    assert not idempotency.apply_fenced(
+        con, "order-1001", 5, ship(2), holder="lease-9"
+    )  # same token, not its
+    assert not idempotency.apply_fenced(con, "order-1001", 5, ship(2))  # nor a caller that names no holder
+    assert idempotency.apply_fenced(con, "order-1001", 6, ship(2), holder="lease-9")  # a greater one wins
+    assert con.execute("SELECT attempt FROM shipments ORDER BY attempt").fetchall() == [(1,), (1,), (2,)]
+    assert con.execute("SELECT * FROM fencing_tokens").fetchall() == [("order-1001", 6, "lease-9")]
 
 
 def test_a_failing_fenced_effect_leaves_the_token_unchanged() -> None:
@@ -329,8 +342,11 @@ def test_a_failing_fenced_effect_leaves_the_token_unchanged() -> None:
     assert idempotency.apply_fenced(con, "order-1001", 1, ship(1))
 
 
-@pytest.mark.parametrize(("resource", "token"), [("", 1), ("order-1", -1), ("order-1", True), (7, 1)])
-def test_apply_fenced_checks_its_arguments(resource: object, token: object) -> None:
+@pytest.mark.parametrize(
+    ("resource", "token", "holder"),
+    [("", 1, None), ("order-1", -1, None), ("order-1", True, None), (7, 1, None), ("order-1", 1, 7)],
+)
+def test_apply_fenced_checks_its_arguments(resource: object, token: object, holder: object) -> None:
     con = fenced_db()
     with pytest.raises(InvalidSettingError):
-        idempotency.apply_fenced(con, resource, token, ship(1))  # type: ignore[arg-type]
+        idempotency.apply_fenced(con, resource, token, ship(1), holder=holder)  # type: ignore[arg-type]

@@ -10,8 +10,8 @@
 - ``NOTIFY`` wakes a waiting worker; a killed connection (``pg_terminate_backend``) gives an
   error naming the server, the next call connects again, and a Runner carries on;
 - an unreadable row is dead-lettered with the reason; another schema version is refused,
-  and tables of version 2 are refused until ``migrate`` takes them to 3 (priorities and
-  deadlines);
+  and older tables are refused until ``migrate`` takes them to the current version
+  (priorities and deadlines, then fencing tokens);
 - the priority and deadline scene of ``tests/test_queue.py`` gives what the in-memory
   queue gives, the reasons of expired jobs (built in SQL) included.
 """
@@ -610,7 +610,7 @@ def test_tables_of_another_schema_version_are_refused(pg_conninfo: str) -> None:
     PostgresQueue(pg_conninfo).close()
     with psycopg.connect(pg_conninfo, autocommit=True) as con:
         con.execute("UPDATE jobqueue_schema SET version = 99")
-    with pytest.raises(QueueSchemaError, match=r"schema version \[99\].*reads version 3"):
+    with pytest.raises(QueueSchemaError, match=r"schema version \[99\].*reads version 4"):
         PostgresQueue(pg_conninfo)
 
 
@@ -864,15 +864,16 @@ def test_tables_of_version_2_are_refused_then_migrated_and_keep_their_jobs(pg_co
     with psycopg.connect(pg_conninfo, autocommit=True) as con:  # back to lesson 12's tables
         con.execute(
             "ALTER TABLE jobqueue_jobs DROP COLUMN priority, DROP COLUMN expires_at,"
-            " DROP COLUMN expires_after_s"
+            " DROP COLUMN expires_after_s, DROP COLUMN fencing_token"
         )
+        con.execute("DROP SEQUENCE jobqueue_fencing")
         con.execute(
             "CREATE INDEX jobqueue_jobs_claim ON jobqueue_jobs (visible_at, serial) WHERE died_at IS NULL"
         )
         con.execute("UPDATE jobqueue_schema SET version = 2")
     with pytest.raises(QueueSchemaError, match="jobqueue migrate"):  # never on open: a deploy's step
         PostgresQueue(pg_conninfo, clock=clock)
-    assert migrate(pg_conninfo) == [3]
+    assert migrate(pg_conninfo) == [3, 4]
     with PostgresQueue(pg_conninfo, clock=clock) as queue:
         assert [(job.id, job.priority, job.expires_at) for job in queue.jobs()] == [
             ("old-1", 0, None),
@@ -881,8 +882,30 @@ def test_tables_of_version_2_are_refused_then_migrated_and_keep_their_jobs(pg_co
         queue.enqueue(RENDER_INVOICE, invoice(3), id="new", priority=1)
         assert [lease.job.id for lease in queue.claim_many(3)] == ["new", "old-1", "old-2"]
     with psycopg.connect(pg_conninfo, autocommit=True) as con:
-        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(3,)]
+        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(4,)]
         [(index,)] = con.execute(
             "SELECT indexdef FROM pg_indexes WHERE indexname = 'jobqueue_jobs_claim'"
         ).fetchall()
         assert "(priority DESC, visible_at, serial)" in index
+
+
+def test_tables_of_version_3_are_migrated_and_old_leases_get_fencing_tokens(
+    pg_conninfo: str,
+) -> None:
+    clock = ManualClock(T0)
+    with PostgresQueue(pg_conninfo, clock=clock) as queue:
+        queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2)], ids=["held", "waiting"])
+        held = queue.claim()
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:  # back to lesson 13's tables
+        con.execute("ALTER TABLE jobqueue_jobs DROP COLUMN fencing_token")
+        con.execute("DROP SEQUENCE jobqueue_fencing")
+        con.execute("UPDATE jobqueue_schema SET version = 3")
+    assert migrate(pg_conninfo) == [4]
+    with PostgresQueue(pg_conninfo, clock=clock) as queue:
+        assert [(job.id, job.fencing_token) for job in queue.jobs()] == [("waiting", 0), ("held", 0)]
+        assert held is not None
+        queue.ack(held)  # a lease from before the migration still acks
+        lease = queue.claim()
+        assert lease is not None and lease.job.id == "waiting" and lease.job.fencing_token > 0
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:
+        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(4,)]

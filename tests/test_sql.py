@@ -67,7 +67,7 @@ def test_migrations_run_in_order_from_the_version_a_database_is_at() -> None:
     assert sql.migrations(blocks, 2) == ["ten"]
     assert sql.migrations(blocks, 10) == []
     assert sql.latest_version(blocks) == 10
-    assert (duckdb_backend.SCHEMA_VERSION, postgres_backend.SCHEMA_VERSION) == (3, 3)
+    assert (duckdb_backend.SCHEMA_VERSION, postgres_backend.SCHEMA_VERSION) == (5, 4)
 
 
 def schema_version(path: Path) -> list[tuple[int]]:
@@ -87,7 +87,7 @@ def test_a_lesson_11_file_is_migrated_and_keeps_its_jobs(tmp_path: Path) -> None
         [job] = queue.jobs()
         assert (job.id, job.priority, job.expires_at, job.leased_at) == ("old-1", 0, None, None)
         assert queue.claim() is not None
-    assert schema_version(path) == [(3,)]
+    assert schema_version(path) == [(duckdb_backend.SCHEMA_VERSION,)]
 
 
 def test_a_file_from_before_versions_is_recorded_as_current(tmp_path: Path) -> None:
@@ -98,7 +98,7 @@ def test_a_file_from_before_versions_is_recorded_as_current(tmp_path: Path) -> N
         con.execute("DROP TABLE jobqueue_schema")
     with DurableQueue(path, clock=ManualClock(0)) as queue:
         assert [(job.id, job.priority) for job in queue.jobs()] == [("kept", 2)]
-    assert schema_version(path) == [(3,)]
+    assert schema_version(path) == [(duckdb_backend.SCHEMA_VERSION,)]
 
 
 def test_a_file_of_a_newer_version_is_refused_by_name(tmp_path: Path) -> None:
@@ -106,22 +106,39 @@ def test_a_file_of_a_newer_version_is_refused_by_name(tmp_path: Path) -> None:
     DurableQueue(path, clock=ManualClock(0)).close()
     with duckdb.connect(str(path)) as con:
         con.execute("UPDATE jobqueue_schema SET version = 99")
-    with pytest.raises(QueueSchemaError, match=r"newer.duckdb.*version 99.*reads version 3"):
+    with pytest.raises(QueueSchemaError, match=r"newer.duckdb.*version 99.*reads version 5"):
         DurableQueue(path, clock=ManualClock(0))
 
 
-def columns(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]:
-    return con.execute(
-        "SELECT table_name, column_name, data_type FROM information_schema.columns"
-        " WHERE table_name LIKE 'jobqueue_%' ORDER BY table_name, ordinal_position"
-    ).fetchall()
+def test_a_file_of_version_4_is_migrated_and_its_leases_get_fencing_tokens(tmp_path: Path) -> None:
+    path = tmp_path / "v4.duckdb"
+    clock = ManualClock(0)
+    with DurableQueue(path, clock=clock) as queue:
+        queue.enqueue_many(PLAIN, [Ping(number=1), Ping(number=2)], ids=["held", "waiting"])
+        held = queue.claim()
+    with duckdb.connect(str(path)) as con:  # back to the tables of version 4
+        for table in ("jobqueue_jobs", "jobqueue_dead"):
+            con.execute(f"ALTER TABLE {table} DROP COLUMN fencing_token")
+        con.execute("DROP SEQUENCE jobqueue_fencing")
+        con.execute("UPDATE jobqueue_schema SET version = 4")
+    with DurableQueue(path, clock=clock) as queue:
+        assert sorted((job.id, job.fencing_token) for job in queue.jobs()) == [("held", 0), ("waiting", 0)]
+        assert held is not None
+        queue.ack(held)  # a lease from before the migration still acks
+        lease = queue.claim()
+        assert lease is not None and lease.job.id == "waiting" and lease.job.fencing_token == 1
+    assert schema_version(path) == [(5,)]
 
 
-def test_a_new_file_gets_in_one_step_the_tables_the_migrations_make() -> None:
-    with duckdb.connect() as fresh, duckdb.connect() as stepped:
-        fresh.execute(duckdb_backend.SQL["schema"])
-        for step in sql.migrations(duckdb_backend.SQL, 0):
-            stepped.execute(step)
-        assert columns(fresh) == columns(stepped)
-        versions = [con.execute(duckdb_backend.SQL["schema_version"]).fetchall() for con in (fresh, stepped)]
-        assert versions == [[(duckdb_backend.SCHEMA_VERSION,)]] * 2
+def test_a_new_file_refuses_a_null_priority(tmp_path: Path) -> None:
+    # Migration 3 adds the priorities; DuckDB cannot add NOT NULL with a column, migration 4 does.
+    path = tmp_path / "new.duckdb"
+    DurableQueue(path, clock=ManualClock(0)).close()
+    with duckdb.connect(str(path)) as con:
+        for table in ("jobqueue_jobs", "jobqueue_dead"):
+            nullable = con.execute(
+                "SELECT is_nullable FROM information_schema.columns"
+                " WHERE table_name = ? AND column_name = 'priority'",
+                [table],
+            ).fetchall()
+            assert nullable == [("NO",)], table

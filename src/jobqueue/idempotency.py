@@ -40,9 +40,10 @@ serialization failure) or in a deadlock is the transaction run again.
 
 Fencing (:func:`apply_fenced`) guards an effect against a holder whose lease ran out
 while it was paused: the effect carries a number that grows with each new holder (the
-attempt number of the lease), and the resource refuses an effect older than the newest
-it has applied. The term and the idea are from Martin Kleppmann's *Designing
-Data-Intensive Applications*, chapter 8 ("fencing tokens"). Introduced in lesson 06.
+fencing token of the lease, :attr:`jobqueue.job.Job.fencing_token`), and the resource
+refuses an effect older than the newest it has applied. The term and the idea are from
+Martin Kleppmann's *Designing Data-Intensive Applications*, chapter 8 ("fencing tokens").
+Introduced in lesson 06.
 
 Introduced in lesson 07.
 """
@@ -70,9 +71,11 @@ SCHEMA = (
 :class:`~jobqueue.clock.Clock`) each was processed."""
 
 FENCING_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS fencing_tokens (resource VARCHAR PRIMARY KEY, token BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS fencing_tokens"
+    " (resource VARCHAR PRIMARY KEY, token BIGINT NOT NULL, holder VARCHAR)",
 )
-"""The table of :func:`apply_fenced`: the highest fencing token applied to each resource."""
+"""The table of :func:`apply_fenced`: the highest fencing token applied to each resource, and
+the holder that applied it (``NULL`` for a caller that names none)."""
 
 
 def create_tables(con: Connection) -> None:
@@ -136,18 +139,14 @@ def process_once(
     """
     _check_message_id(message_id)
     check_count("max_attempts", max_attempts)
-    conflicts = db.dialect(con).conflicts
-    for attempt in range(1, max_attempts + 1):
-        try:
-            with db.transaction(con):
-                if not _record(con, message_id, clock.now()):
-                    return False
-                effect(con)
-            return True
-        except conflicts:
-            if attempt == max_attempts:
-                raise
-    raise AssertionError("unreachable: the loop returns or raises")
+
+    def step() -> bool:
+        if not _record(con, message_id, clock.now()):
+            return False
+        effect(con)
+        return True
+
+    return _retried(con, max_attempts, step)
 
 
 def mark_processed(con: Connection, message_id: str, *, clock: Clock) -> bool:
@@ -217,23 +216,28 @@ def apply_fenced(
     token: int,
     effect: Effect[C],
     *,
+    holder: str | None = None,
     max_attempts: int = DEFAULT_CONFLICT_ATTEMPTS,
 ) -> bool:
     """Apply ``effect`` to ``resource`` unless an effect with a newer token was applied to it.
 
     In one transaction the highest token applied to ``resource`` is read from
-    ``fencing_tokens``; if ``token`` is lower, nothing happens. Otherwise ``token``
-    becomes the highest and ``effect(con)`` runs, both committed together. An equal token
-    is let through: it is the same holder writing again. A lease cannot stop a holder
-    that was paused (a long garbage collection, a suspended VM) and wakes after its lease
-    ran out and the job was claimed again; the resource can refuse its late effect.
+    ``fencing_tokens``. A greater ``token`` wins: it becomes the highest, with its
+    ``holder``, and ``effect(con)`` runs, all committed together. A lower one is refused.
+    An equal one is let through only from the holder that applied it (the same holder
+    writing again), and refused from another. A lease cannot stop a holder that was
+    paused (a long garbage collection, a suspended VM) and wakes after its lease ran out
+    and the job was claimed again; the resource can refuse its late effect.
 
     Args:
         con: the connection to use; the effect writes through it.
         resource: what the effect changes, e.g. ``"order-1001"``: a non-empty string.
-        token: the fencing token, an int >= 0 that grows with each new holder, such as
-            the lease's attempt number (``lease.job.attempts``).
+        token: the fencing token, an int >= 0 that grows with each new holder: the
+            lease's :attr:`~jobqueue.job.Job.fencing_token` (``lease.job.fencing_token``),
+            which no queue hands out twice, even after a release, a replay or a restart.
         effect: the writes to make, through the connection it is passed.
+        holder: who writes, e.g. the lease's token (``lease.token``); ``None`` for a
+            caller that names none (all such callers count as one holder).
         max_attempts: how many times to run the transaction when writers collide
             (>= 1, default 5), as :func:`process_once` does.
 
@@ -241,8 +245,8 @@ def apply_fenced(
         ``True`` if the effect ran, ``False`` if it was refused as older than one applied.
 
     Raises:
-        InvalidSettingError: if ``resource`` is not a non-empty string or ``token`` is not
-            an int >= 0; nothing is written.
+        InvalidSettingError: if ``resource`` is not a non-empty string, ``token`` is not
+            an int >= 0, or ``holder`` is neither ``None`` nor a str; nothing is written.
         Exception: whatever ``effect`` raised, after rolling back the token and the effect.
 
     Introduced in lesson 06.
@@ -250,20 +254,47 @@ def apply_fenced(
     if not isinstance(resource, str) or not resource:
         raise InvalidSettingError(f"resource must be a non-empty string, got {resource!r}")
     check_count("token", token, least=0)
+    if holder is not None and not isinstance(holder, str):
+        raise InvalidSettingError(f"holder must be a str or None, got {holder!r}")
     check_count("max_attempts", max_attempts)
+
+    def step() -> bool:
+        found = db.fetch(con, "SELECT token, holder FROM fencing_tokens WHERE resource = ?", [resource])
+        if found and not _fenced_wins(token, holder, *found[0]):
+            return False
+        if found:
+            update = "UPDATE fencing_tokens SET token = ?, holder = ? WHERE resource = ?"
+            db.count(con, update, [token, holder, resource])
+        else:
+            db.count(con, "INSERT INTO fencing_tokens VALUES (?, ?, ?)", [resource, token, holder])
+        effect(con)
+        return True
+
+    return _retried(con, max_attempts, step)
+
+
+def _fenced_wins(token: int, holder: str | None, applied: int, applied_by: str | None) -> bool:
+    """Whether an effect of ``token`` from ``holder`` may follow one of ``applied`` by ``applied_by``.
+
+    A greater token wins; an equal one only from the same holder (writing again).
+    """
+    return token > applied or (token == applied and holder == applied_by)
+
+
+def _retried(con: Connection, max_attempts: int, step: Callable[[], bool]) -> bool:
+    """Run ``step`` in one transaction of ``con``, again when it collides with another; its result.
+
+    The transaction commits whatever ``step`` returns, and rolls back if it raises.
+
+    Raises:
+        Exception: a conflict of the database (:attr:`jobqueue.db.Dialect.conflicts`) from
+            the last of ``max_attempts`` runs, or whatever ``step`` raised.
+    """
     conflicts = db.dialect(con).conflicts
     for attempt in range(1, max_attempts + 1):
         try:
             with db.transaction(con):
-                rows = db.fetch(con, "SELECT token FROM fencing_tokens WHERE resource = ?", [resource])
-                if rows and token < rows[0][0]:
-                    return False
-                if rows:
-                    db.count(con, "UPDATE fencing_tokens SET token = ? WHERE resource = ?", [token, resource])
-                else:
-                    db.count(con, "INSERT INTO fencing_tokens VALUES (?, ?)", [resource, token])
-                effect(con)
-            return True
+                return step()
         except conflicts:
             if attempt == max_attempts:
                 raise

@@ -169,6 +169,7 @@ class JobType(Generic[P]):
                 "priority": self.priority if priority is None else check_priority(priority),
                 "expires_at": deadline(now, self.expires_after_s),
                 "expires_after_s": self.expires_after_s,
+                "fencing_token": 0,
             }
         )
 
@@ -269,11 +270,19 @@ class Job:
             dead-letters the job unrun, as ``"expired: ..."``; ``None`` for no deadline.
         expires_after_s: the deadline's length from the enqueue, in seconds (its job
             type's), kept so that a replay can give the job a fresh deadline; or ``None``.
+        fencing_token: the number of the job's latest lease, 0 before its first claim.
+            Each claim takes a new one, larger than every number the queue handed out
+            before, for any job: a release, a retry, a replay or a restart of the queue's
+            storage never gives a number out again. A resource that keeps the largest
+            token it has applied can refuse the late write of a holder whose lease ran out
+            (:func:`jobqueue.idempotency.apply_fenced`). Records compare equal whatever
+            their tokens: queues number their leases each their own way.
 
     Raises:
         InvalidSettingError: if ``priority`` is a bool, not an int, or out of bounds.
 
-    Introduced in lesson 03; ``priority`` and the deadline in lesson 13.
+    Introduced in lesson 03; ``priority`` and the deadline in lesson 13; the fencing
+    token in lesson 06.
     """
 
     id: str
@@ -289,6 +298,7 @@ class Job:
     priority: int = 0
     expires_at: float | None = None
     expires_after_s: float | None = field(default=None, repr=False)
+    fencing_token: int = field(default=0, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_priority(self.priority)

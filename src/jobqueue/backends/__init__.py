@@ -4,5 +4,7 @@
 optional abilities a backend may add; :mod:`jobqueue.backends.rules` decides what a
 failure, a release, a replay or a claim does to a job. The backends (in memory:
 :class:`jobqueue.JobQueue`; DuckDB: :class:`jobqueue.DurableQueue`; PostgreSQL:
-:class:`jobqueue.PostgresQueue`) call the rules and store what they decide.
+:class:`jobqueue.PostgresQueue`) call the rules and store what they decide; the two SQL
+ones share :class:`jobqueue.backends.sqlqueue.SqlQueue`, which runs the statements of
+the same name in each, and :mod:`jobqueue.backends.rows`, which reads their rows by name.
 """

@@ -31,6 +31,9 @@ P = TypeVar("P")
 DEFAULT_VISIBILITY_TIMEOUT_S = 30.0
 """How long a claimed job stays hidden from other workers, in seconds (SQS's default)."""
 
+JobIds = Sequence[str] | None
+"""The ids of the jobs ``enqueue_many`` adds, one per payload, or ``None`` for fresh ids."""
+
 FailOutcome = Literal["retry", "dead"]
 """What :meth:`Queue.fail` did with the job: waiting to run again, or dead-lettered."""
 
@@ -81,12 +84,7 @@ class Queue(Protocol):
         """Add one job, waiting from now; an id already held adds nothing."""
 
     def enqueue_many(
-        self,
-        job_type: JobType[P],
-        payloads: Sequence[P],
-        *,
-        ids: Sequence[str] | None = None,
-        priority: int | None = None,
+        self, job_type: JobType[P], payloads: Sequence[P], *, ids: JobIds = None, priority: int | None = None
     ) -> list[Job]:
         """Add several jobs of one type; all or none if a payload is invalid."""
 

@@ -38,7 +38,6 @@ Introduced in lesson 11.
 
 from __future__ import annotations
 
-import random as _random
 import re
 import secrets
 import threading
@@ -47,57 +46,36 @@ import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import duckdb
 
 from jobqueue import db
 from jobqueue.backends import rules, sql
-from jobqueue.backends.contract import (
-    DEFAULT_VISIBILITY_TIMEOUT_S,
-    Failed,
-    check_delay_s,
-    check_holder,
-    check_ids,
-    not_acked,
-)
+from jobqueue.backends.contract import Failed, JobIds, check_ids
 from jobqueue.backends.rows import (
     DEAD_COLUMNS,
     DEAD_STORED,
+    HELD,
+    JOB,
     JOB_COLUMNS,
     NEW_COLUMNS,
     dead_from_row,
-    job_from_row,
     new_job_values,
-    salvage,
+    read_dead,
     salvage_dead,
     stored_values,
 )
-from jobqueue.backoff import RandomFn
+from jobqueue.backends.sqlqueue import QueueOptions, SqlQueue
 from jobqueue.census import EXACT_UP_TO, Census, tally
-from jobqueue.clock import Clock, SystemClock
 from jobqueue.errors import (
     CorruptJobError,
-    DeadLetterNotFoundError,
     InvalidSettingError,
     QueueFileError,
     QueueFileLockedError,
     QueueSchemaError,
 )
-from jobqueue.job import (
-    DeadLetter,
-    Job,
-    JobType,
-    Lease,
-    RetryPolicy,
-    check_count,
-    check_job_id,
-    check_positive_seconds,
-    check_priority,
-    check_retry,
-)
-from jobqueue.metrics import DEFAULT_WINDOW_S, PendingOutcomes, QueueMetrics, bucket, check_window
+from jobqueue.job import DeadLetter, Job, JobType, Lease, RetryPolicy, check_count, check_priority
 
 P = TypeVar("P")
 
@@ -125,15 +103,14 @@ The schema stores job ids uncompressed. Left to choose, DuckDB compresses them (
 once written to the file, and then each deleted job costs its commit the reading back of
 its id from the compressed block, to take it out of the primary key: an ack of 100 jobs
 committed in 0.7 ms with 1k jobs waiting and 4.8 ms with 100k (0.7 ms uncompressed).
-DuckDB cannot change a column's compression later, so a file made before keeps its own.
-DuckDB adds no NOT NULL to an existing table, so in an old file a NULL priority can be
-stored; :func:`jobqueue.backends.rows.job_from_row` refuses it as corrupt."""
+DuckDB cannot change a column's compression later, so a file made before keeps its own."""
 
 SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
 
 1: lesson 11's tables. 2: when a lease was claimed. 3: priorities and deadlines (lesson
-13). Older files are migrated when a queue opens them (``migration_N`` of ``duckdb.sql``).
+13). 4: priorities NOT NULL. 5: fencing tokens (lesson 06). Older files are migrated when a queue opens them
+(``migration_N`` of ``duckdb.sql``).
 """
 
 _DUCKDB_MAGIC = b"DUCK"
@@ -146,7 +123,7 @@ _open_files: dict[str, tuple[str, object]] = {}  # resolved path -> (where it wa
 _open_files_lock = threading.Lock()
 
 
-class DurableQueue:
+class DurableQueue(SqlQueue):
     """A job queue in a DuckDB file, with leases, retries with backoff, and dead letters.
 
     Args:
@@ -188,23 +165,9 @@ class DurableQueue:
     at a time has the file; their leases are kept alive while they wait.
     """
 
-    def __init__(
-        self,
-        path: str | Path,
-        *,
-        clock: Clock | None = None,
-        visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
-        retry: RetryPolicy | None = None,
-        random: RandomFn = _random.random,
-    ) -> None:
-        self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
-        self.clock: Clock = clock if clock is not None else SystemClock()
-        self.retry = check_retry(retry)
+    def __init__(self, path: str | Path, **options: Unpack[QueueOptions]) -> None:
+        super().__init__(SQL, **options)
         self.path = _check_path(path)
-        self._random = random
-        self._lock = threading.RLock()
-        self._outcomes = PendingOutcomes(self._lock)  # counted, not yet in jobqueue_outcomes
-        self._closed = False
         # Lease tokens carry this queue object's random tag, so a lease cannot ack a job
         # of another queue whose file numbers its tokens the same way.
         self._tag = secrets.token_hex(4)
@@ -244,14 +207,6 @@ class DurableQueue:
                     self._closed = True
                     self._forget()
 
-    def __enter__(self) -> DurableQueue:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self.close()
-
     # -- producer side -----------------------------------------------------------------
 
     def enqueue(
@@ -266,12 +221,7 @@ class DurableQueue:
         return self.enqueue_many(job_type, [payload], ids=None if id is None else [id], priority=priority)[0]
 
     def enqueue_many(
-        self,
-        job_type: JobType[P],
-        payloads: Sequence[P],
-        *,
-        ids: Sequence[str] | None = None,
-        priority: int | None = None,
+        self, job_type: JobType[P], payloads: Sequence[P], *, ids: JobIds = None, priority: int | None = None
     ) -> list[Job]:
         """Enqueue several jobs of one type in one transaction, in order.
 
@@ -329,7 +279,8 @@ class DurableQueue:
                 {"payloads": data} | new_job_values(job_type, policy, now, priority),
             ).fetchall()
         ids_by_payload: dict[str, list[str]] = {}
-        for job_id, payload, _ in sorted(rows, key=lambda row: row[2], reverse=True):
+        made = sorted(((serial, job_id, payload) for job_id, payload, serial in rows), reverse=True)
+        for _, job_id, payload in made:
             ids_by_payload.setdefault(payload, []).append(job_id)  # equal payloads: first made first
         return [
             job_type.new_job(
@@ -339,11 +290,6 @@ class DurableQueue:
         ]
 
     # -- worker side -------------------------------------------------------------------
-
-    def claim(self) -> Lease | None:
-        """Lease the job that has been claimable longest, or ``None``; see :meth:`JobQueue.claim`."""
-        leases = self.claim_many(1)
-        return leases[0] if leases else None
 
     def claim_many(self, limit: int) -> list[Lease]:
         """Claim up to ``limit`` due jobs in one transaction: highest priority, then longest-claimable, first.
@@ -388,7 +334,7 @@ class DurableQueue:
         with self._lock:
             now = self.clock.now()
             with self._transaction() as con:
-                acked = self._delete_acked(con, [lease.token for lease in leases])
+                acked = self._delete_acked(con, leases)
                 due = self._due(con, now, limit) if limit else []
                 claimed = self._claim_due(con, due, now, limit) if due else []
         return self._count_acked(leases, acked), claimed
@@ -401,7 +347,7 @@ class DurableQueue:
             self._bury_expired(con, expired, now)
             due = self._due(con, now, limit)  # look again: they took up places
         rows = self._lease(con, due, now)
-        jobs = self._readable(con, [row[:-1] for row in rows], now)
+        jobs = self._readable(con, rows, HELD, now)
         return _in_order(due, rows, jobs)
 
     def _due(self, con: duckdb.DuckDBPyConnection, now: float, limit: int) -> list[tuple[int, str, bool]]:
@@ -439,136 +385,26 @@ class DurableQueue:
         rows: list[Any] = con.execute(SQL["claimed"], {"until": until, "rowids": rowids}).fetchall()
         return rows
 
-    def ack(self, lease: Lease) -> None:
-        """Mark the leased job done: its row is deleted; see :meth:`JobQueue.ack`.
-
-        Raises:
-            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
-                changes.
-        """
-        with self._lock:
-            if not self._delete_acked(self._con, [lease.token]):  # one statement, committed on its own
-                self._check_holder(self._con, lease)  # raises StaleLeaseError, saying why
-        self._outcomes.record(self.clock.now(), done=1, failed=0, store=self._store_outcomes)
-
-    def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
-        """Ack every lease still held, in one transaction; return the stale ones.
-
-        A stale lease changes nothing and does not stop the others being acked. A lease
-        passed twice is acked once; its second copy is stale, as with :meth:`JobQueue.ack_many`.
-        """
-        if not leases:
-            return []
-        with self._lock:
-            acked = self._delete_acked(self._con, [lease.token for lease in leases])
-        return self._count_acked(leases, acked)
-
-    def _count_acked(self, leases: Sequence[Lease], acked: set[str]) -> list[Lease]:
-        """Count the committed acks (the tokens ``acked``) of ``leases``; return the stale leases."""
-        self._outcomes.record(self.clock.now(), done=len(acked), failed=0, store=self._store_outcomes)
-        return not_acked(leases, acked)
-
-    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> Failed:
-        """Record a failed attempt: retry after a delay, or dead; see :meth:`JobQueue.fail`.
-
-        Raises:
-            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
-                changes.
-            InvalidSettingError: if ``error`` is neither an exception nor a str.
-        """
-        with self._transaction() as con:
-            job = self._check_holder(con, lease)
-            now = self.clock.now()
-            failed = rules.fail(job, error, permanent=permanent, now=now, random=self._random)
-            if failed.run_at is None:
-                con.execute(SQL["bury"], {"id": job.id, "error": failed.error, "now": now})
-                con.execute(SQL["delete"], {"id": job.id})
-            else:
-                con.execute(SQL["retry"], {"run_at": failed.run_at, "error": failed.error, "id": job.id})
-        # Counted once committed: a rollback counts nothing.
-        self._outcomes.record(self.clock.now(), done=0, failed=1, store=self._store_outcomes)
-        return failed
-
-    def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
-        """Heartbeat: push the lease's end to ``now + by_s``; see :meth:`JobQueue.extend_lease`.
-
-        Raises:
-            StaleLeaseError: if ``lease`` is no longer the job's current lease.
-            InvalidSettingError: if ``by_s`` is not a finite number > 0.
-        """
-        extra_s = self.visibility_timeout_s if by_s is None else check_positive_seconds("by_s", by_s)
-        with self._transaction() as con:
-            self._check_holder(con, lease)
-            row = con.execute(
-                SQL["extend"], {"until": self.clock.now() + extra_s, "id": lease.job.id}
-            ).fetchall()[0]
-        return Lease(job=_lenient(row), token=lease.token)
-
-    def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job:
-        """Give a claimed job back unrun, due in ``delay_s``; see :meth:`JobQueue.release`.
-
-        Raises:
-            StaleLeaseError: if ``lease`` is no longer the job's current lease.
-            InvalidSettingError: if ``delay_s`` is not a finite number >= 0.
-        """
-        check_delay_s(delay_s)
-        with self._transaction() as con:
-            given_back = rules.release(self._check_holder(con, lease), now=self.clock.now(), delay_s=delay_s)
-            row = con.execute(
-                SQL["release"],
-                {"attempts": given_back.attempts, "run_at": given_back.run_at, "id": lease.job.id},
-            ).fetchall()[0]
-        return _lenient(row)
+    def _store_failure(
+        self, con: duckdb.DuckDBPyConnection, lease: Lease, failed: Failed, now: float
+    ) -> None:
+        """Inside the failure's transaction: the job waits for its retry, or moves to ``jobqueue_dead``."""
+        job_id = lease.job.id
+        if failed.run_at is None:
+            con.execute(SQL["bury"], {"id": job_id, "error": failed.error, "now": now})
+            con.execute(SQL["delete"], {"id": job_id})
+        else:
+            con.execute(SQL["retry"], {"run_at": failed.run_at, "error": failed.error, "id": job_id})
 
     # -- dead letters ------------------------------------------------------------------
 
-    def replay(self, job_id: str) -> Job:
-        """Move a dead job back to waiting with a fresh budget; see :meth:`JobQueue.replay`.
-
-        Raises:
-            DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
-        """
-        check_job_id(job_id)
-        with self._transaction() as con:
-            now = self.clock.now()
-            rows = con.execute(SQL["discard"], {"id": job_id}).fetchall()
-            if not rows:
-                raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
-            job = rules.replay(self._readable_dead(con, rows, now, rewrite=False)[0].job, now=now)
-            self._priorities.add(job.priority)
-            row = con.execute(SQL["replay"], stored_values(job)).fetchall()[0]
-        return _lenient(row)
-
-    def discard(self, job_id: str) -> DeadLetter:
-        """Delete a dead letter that has been dealt with, and return it.
-
-        Raises:
-            DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
-        """
-        check_job_id(job_id)
-        with self._transaction() as con:
-            rows = con.execute(SQL["discard"], {"id": job_id}).fetchall()
-            if not rows:
-                raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
-            return self._readable_dead(con, rows, self.clock.now(), rewrite=False)[0]
+    def _store_replay(self, con: duckdb.DuckDBPyConnection, job: Job) -> Sequence[Any]:
+        """Insert the replayed ``job`` (its dead letter was taken out by ``dead_letter``); return its row."""
+        self._priorities.add(job.priority)
+        row: Sequence[Any] = con.execute(SQL["replay"], stored_values(job)).fetchall()[0]
+        return row
 
     # -- looking inside ----------------------------------------------------------------
-
-    def get(self, job_id: str) -> Job | None:
-        """The record of a waiting or leased job, or ``None`` (done, dead or never seen).
-
-        A row that cannot be read is dead-lettered (:class:`~jobqueue.errors.CorruptJobError`).
-        """
-        jobs = self._select_jobs(SQL["get"], {"id": check_job_id(job_id)})
-        return jobs[0] if jobs else None
-
-    def jobs(self) -> list[Job]:
-        """Records of every waiting or leased job, in the order they become claimable.
-
-        Rows that cannot be read are dead-lettered (:class:`~jobqueue.errors.CorruptJobError`)
-        and left out.
-        """
-        return self._select_jobs(SQL["jobs"], {})
 
     def dead_letters(self) -> list[DeadLetter]:
         """The dead-letter queue: jobs that will not be retried, oldest death first.
@@ -577,39 +413,14 @@ class DurableQueue:
         prefixed with the :class:`~jobqueue.errors.CorruptJobError` that says what was wrong.
         """
         query = SQL["dead_letters"]
-        with self._read() as con:
+        with self._connection() as con:
             rows = con.execute(query).fetchall()
         try:
             return [dead_from_row(row) for row in rows]
         except CorruptJobError:  # rare: rewrite the bad rows, in a transaction
             with self._transaction() as con:
                 rows = con.execute(query).fetchall()
-                return self._readable_dead(con, rows, self.clock.now(), rewrite=True)
-
-    def next_visible_at(self) -> float | None:
-        """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""
-        with self._read() as con:
-            value = con.execute(SQL["next_visible_at"]).fetchall()[0][0]
-        return None if value is None else float(value)
-
-    def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> QueueMetrics:
-        """The numbers to watch now, with the failure rate over the last ``window_s`` seconds.
-
-        Raises:
-            InvalidSettingError: if ``window_s`` is not > 0 s or longer than a day.
-        """
-        check_window(window_s)
-        self._outcomes.write(self.clock.now(), self._store_outcomes)
-        with self._transaction() as con:
-            now = self.clock.now()
-            row = con.execute(SQL["metrics"], {"now": now, "since": bucket(now - window_s)}).fetchall()[0]
-        return QueueMetrics.from_row(now, window_s, row)
-
-    def __len__(self) -> int:
-        """Number of waiting or leased jobs (dead ones not included)."""
-        with self._read() as con:
-            count: int = con.execute(SQL["count"]).fetchall()[0][0]
-        return count
+                return self._rewrite_dead(con, rows, self.clock.now())
 
     def __repr__(self) -> str:
         return f"DurableQueue({self.path!r})"
@@ -622,74 +433,49 @@ class DurableQueue:
             yield con
 
     @contextmanager
-    def _read(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The connection, for one read-only statement (it sees only committed data)."""
+    def _connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The connection, for statements that DuckDB commits each on its own (reads see committed data)."""
         with self._lock:
             yield self._con
 
     def _find(self, con: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[Job]:
         """Records of the given ids, live or dead, in no particular order (corrupt ones salvaged)."""
         rows = con.execute(SQL["find"], {"ids": list(ids)}).fetchall()
-        return [_lenient(row) for row in rows]
+        return [JOB.read(row) for row in rows]
 
-    def _select_jobs(self, query: str, params: dict[str, Any]) -> list[Job]:
-        """The jobs a SELECT of :data:`JOB_COLUMNS` finds; rows that cannot be read are dead-lettered."""
-        with self._read() as con:
-            rows = con.execute(query, params).fetchall()
-        try:
-            return [job_from_row(row) for row in rows]
-        except CorruptJobError:  # rare: read again in a transaction that buries the bad rows
-            with self._transaction() as con:
-                rows = con.execute(query, params).fetchall()
-                return self._readable(con, rows, self.clock.now())
+    def _bury_corrupt(self, con: duckdb.DuckDBPyConnection, job: Job, now: float) -> None:
+        """Move the job whose row could not be read to ``jobqueue_dead``, as its salvaged stand-in ``job``."""
+        con.execute(SQL["delete"], {"id": job.id})
+        con.execute(SQL["bury_unreadable"], stored_values(job) | {"now": now})
 
-    def _readable(
+    def _rewrite_dead(
         self, con: duckdb.DuckDBPyConnection, rows: Sequence[Sequence[Any]], now: float
-    ) -> list[Job]:
-        """The jobs of live ``rows``, in order; rows that cannot be read are dead-lettered instead."""
-        jobs, corrupt = [], []
-        for row in rows:
-            try:
-                jobs.append(job_from_row(row))
-            except CorruptJobError as exc:
-                corrupt.append(salvage(row, exc))
-        for job in corrupt:  # rare: one statement each is fine
-            con.execute(SQL["delete"], {"id": job.id})
-            con.execute(SQL["bury_unreadable"], stored_values(job) | {"now": now})
-        return jobs
-
-    def _readable_dead(
-        self, con: duckdb.DuckDBPyConnection, rows: Sequence[Sequence[Any]], now: float, *, rewrite: bool
     ) -> list[DeadLetter]:
-        """The dead letters of ``rows``, in order; rows that cannot be read are salvaged (and rewritten)."""
+        """The dead letters of ``rows``, in order; rows that cannot be read are salvaged and rewritten."""
         letters = []
         for row in rows:
             try:
                 letters.append(dead_from_row(row))
             except CorruptJobError as exc:
                 letter = salvage_dead(row, exc, now)
-                if rewrite:
-                    con.execute(SQL["rewrite_dead"], stored_values(letter.job) | {"now": letter.died_at})
+                con.execute(SQL["rewrite_dead"], stored_values(letter.job) | {"now": letter.died_at})
                 letters.append(letter)
         return letters
 
     def _migrate(self, con: duckdb.DuckDBPyConnection) -> None:
         """Bring the file's tables to :data:`SCHEMA_VERSION`, creating them in a new file.
 
-        A new file gets the latest tables in one step (the ``schema`` block); an older
-        file runs the migrations it lacks, and one written before its tables recorded a
-        version runs every migration, each skipping what the file has (``IF NOT EXISTS``).
+        A file runs the migrations it lacks: a new file all of them, and so does one
+        written before its tables recorded a version, each step skipping what the file has
+        (``IF NOT EXISTS``).
 
         Raises:
             QueueSchemaError: naming the file and both versions, if its tables are of a
                 newer version than this jobqueue knows.
         """
-        if not con.execute(SQL["has_jobs"]).fetchall()[0][0]:
-            con.execute(SQL["schema"])  # a new file: the latest tables at once
-            return
         version = 0
         if con.execute(SQL["has_schema"]).fetchall()[0][0]:
-            version = max((row[0] for row in con.execute(SQL["schema_version"]).fetchall()), default=0)
+            version = max((found for (found,) in con.execute(SQL["schema_version"]).fetchall()), default=0)
         if version > SCHEMA_VERSION:
             raise QueueSchemaError(
                 f"queue file {self.path!r} holds jobqueue tables of schema version {version}, and this"
@@ -711,26 +497,15 @@ class DurableQueue:
         if highest >= upcoming:
             con.execute(f"{SQL['restart_job_ids']} {int(highest) + 1}")
 
-    def _check_holder(self, con: duckdb.DuckDBPyConnection, lease: Lease) -> Job:
-        """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
-        rows = con.execute(SQL["holder"], {"id": lease.job.id}).fetchall()
-        return check_holder(lease, _lenient(rows[0][:-1]) if rows else None, rows[0][-1] if rows else None)
-
-    def _delete_acked(self, con: duckdb.DuckDBPyConnection, tokens: list[str]) -> set[str]:
-        """Delete the jobs held under ``tokens``; return the tokens that matched."""
-        rows = con.execute(SQL["ack"], {"tokens": tokens}).fetchall()
-        return {row[0] for row in rows}
+    def _delete_acked(self, con: duckdb.DuckDBPyConnection, leases: Sequence[Lease]) -> set[str]:
+        """Delete the jobs held under the tokens of ``leases``; return the tokens that matched."""
+        rows = con.execute(SQL["ack"], {"tokens": [lease.token for lease in leases]}).fetchall()
+        return {token for (token,) in rows}
 
     def _bury_expired(self, con: duckdb.DuckDBPyConnection, ids: list[str], now: float) -> None:
         """Dead-letter the jobs ``ids``, whose final attempt's lease, or deadline, has run out at ``now``."""
         con.execute(SQL["bury_spent"], {"ids": ids, "now": now})
         con.execute(SQL["delete_spent"], {"ids": ids})
-
-    def _store_outcomes(self, columns: dict[str, list[int]], before: int) -> None:
-        """Add counted outcomes to ``jobqueue_outcomes``; forget seconds before ``before``."""
-        with self._transaction() as con:
-            con.execute(SQL["count_outcomes"], columns)
-            con.execute(SQL["forget_outcomes"], {"before": before})
 
     # -- the dashboard's reads (ShowsOverview) ------------------------------------------
 
@@ -744,7 +519,7 @@ class DurableQueue:
             InvalidSettingError: if ``exact_up_to`` is not an int >= 1.
         """
         check_count("exact_up_to", exact_up_to)
-        with self._read() as con:  # two reads, no commit to wait for
+        with self._connection() as con:  # two reads, no commit to wait for
             now = self.clock.now()
             rows = con.execute(SQL["census"], {"now": now}).fetchall()
             oldest = con.execute(SQL["oldest_waiting"], {"now": now}).fetchall()[0][0]
@@ -757,9 +532,9 @@ class DurableQueue:
             InvalidSettingError: if ``limit`` is not an int >= 1.
         """
         check_count("limit", limit)
-        with self._read() as con:
+        with self._connection() as con:
             rows = con.execute(SQL["leased_jobs"], {"now": self.clock.now(), "limit": limit}).fetchall()
-        return [_lenient(row) for row in rows]
+        return [JOB.read(row) for row in rows]
 
     def newest_dead_letters(self, limit: int) -> list[DeadLetter]:
         """Up to ``limit`` dead letters, the latest death first (unreadable ones salvaged, not rewritten).
@@ -768,9 +543,10 @@ class DurableQueue:
             InvalidSettingError: if ``limit`` is not an int >= 1.
         """
         check_count("limit", limit)
-        with self._read() as con:  # nothing is rewritten: no transaction to commit
+        with self._connection() as con:  # nothing is rewritten: no transaction to commit
             rows = con.execute(SQL["newest_dead_letters"], {"limit": limit}).fetchall()
-            return self._readable_dead(con, rows, self.clock.now(), rewrite=False)
+        now = self.clock.now()
+        return [read_dead(row, now) for row in rows]
 
     def outcome_counts(self, since: int) -> list[tuple[int, int, int]]:
         """``(second, done, failed)`` per one-second bucket from the second ``since`` on, oldest first.
@@ -778,17 +554,9 @@ class DurableQueue:
         The counts not yet written are written first, so the last second is complete.
         """
         self._outcomes.write(self.clock.now(), self._store_outcomes)
-        with self._read() as con:
+        with self._connection() as con:
             rows = con.execute(SQL["outcome_counts"], {"since": since}).fetchall()
         return [(int(second), int(done), int(failed)) for second, done, failed in rows]
-
-
-def _lenient(row: Sequence[Any]) -> Job:
-    """The job of a live row; a row that cannot be read gives its salvaged stand-in."""
-    try:
-        return job_from_row(row)
-    except CorruptJobError as exc:
-        return salvage(row, exc)
 
 
 def _check_path(path: object) -> str:
@@ -873,6 +641,6 @@ def _id_number(job_id: str) -> int | None:
 
 def _in_order(due: list[tuple[int, str, bool]], rows: list[Any], jobs: list[Job]) -> list[Lease]:
     """The leases of the readable ``jobs`` among the claimed ``rows``, in the order of ``due``."""
-    tokens = {row[0]: row[-1] for row in rows}
+    tokens = {HELD.value(row, "id"): HELD.value(row, "lease_token") for row in rows}
     by_id = {job.id: job for job in jobs}
     return [Lease(job=by_id[job_id], token=tokens[job_id]) for _, job_id, _ in due if job_id in by_id]

@@ -14,63 +14,11 @@ WHERE table_name = 'jobqueue_schema' AND database_name = current_database() AND 
 -- name: schema_version
 SELECT version FROM jobqueue_schema;
 
--- name: has_jobs
-SELECT count(*) > 0 FROM duckdb_tables()
-WHERE table_name = 'jobqueue_jobs' AND database_name = current_database() AND schema_name = current_schema();
-
--- name: schema
--- A new file's tables, at the latest version in one step: what the migrations below make
--- of an old file, and more (NOT NULL on the priorities, which DuckDB cannot add to a
--- column later). tests/test_sql.py holds the two to the same columns. No parameters.
-CREATE TABLE jobqueue_schema (version INTEGER NOT NULL);
-CREATE SEQUENCE IF NOT EXISTS jobqueue_serial;
-CREATE SEQUENCE IF NOT EXISTS jobqueue_lease;
-CREATE SEQUENCE IF NOT EXISTS jobqueue_job_id;
-CREATE TABLE IF NOT EXISTS jobqueue_jobs (
-    id VARCHAR USING COMPRESSION uncompressed PRIMARY KEY,
-    type VARCHAR NOT NULL,
-    payload VARCHAR NOT NULL,
-    attempts INTEGER NOT NULL,
-    max_attempts INTEGER NOT NULL,
-    base_s DOUBLE NOT NULL,
-    cap_s DOUBLE NOT NULL,
-    run_at DOUBLE NOT NULL,
-    leased_until DOUBLE,
-    lease_token VARCHAR,
-    last_error VARCHAR,
-    visible_at DOUBLE NOT NULL,
-    serial BIGINT NOT NULL,
-    leased_at DOUBLE,
-    priority INTEGER NOT NULL DEFAULT 0,
-    expires_at DOUBLE,
-    expires_after_s DOUBLE
-);
-CREATE TABLE IF NOT EXISTS jobqueue_dead (
-    id VARCHAR PRIMARY KEY,
-    type VARCHAR NOT NULL,
-    payload VARCHAR NOT NULL,
-    attempts INTEGER NOT NULL,
-    max_attempts INTEGER NOT NULL,
-    base_s DOUBLE NOT NULL,
-    cap_s DOUBLE NOT NULL,
-    run_at DOUBLE NOT NULL,
-    last_error VARCHAR,
-    died_at DOUBLE NOT NULL,
-    priority INTEGER NOT NULL DEFAULT 0,
-    expires_at DOUBLE,
-    expires_after_s DOUBLE
-);
-CREATE TABLE IF NOT EXISTS jobqueue_outcomes (
-    second BIGINT PRIMARY KEY,
-    done BIGINT NOT NULL,
-    failed BIGINT NOT NULL
-);
-INSERT INTO jobqueue_schema VALUES (3);
-
 -- The migrations: block migration_N takes the tables from version N - 1 to N, and records N.
--- A file written before the tables recorded their version runs them all: every step is
--- IF NOT EXISTS, so it skips what such a file has. Columns added later come at the end of
--- their table, so statements always name their columns. No parameters.
+-- A new file runs them all, and so does a file written before the tables recorded their
+-- version: every step is IF NOT EXISTS, so it skips what such a file has. Columns added
+-- later come at the end of their table, so statements always name their columns. No
+-- parameters.
 
 -- name: migration_1
 -- Lesson 11's tables.
@@ -119,9 +67,7 @@ ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS leased_at DOUBLE;
 UPDATE jobqueue_schema SET version = 2;
 
 -- name: migration_3
--- Priorities and deadlines (lesson 13): old jobs get priority 0 and no deadline. DuckDB adds
--- no NOT NULL with a column, so a NULL priority could be stored; the row conversion refuses
--- it as corrupt.
+-- Priorities and deadlines (lesson 13): old jobs get priority 0 and no deadline.
 ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS priority INTEGER DEFAULT 0;
 ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS expires_at DOUBLE;
 ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS expires_after_s DOUBLE;
@@ -129,6 +75,28 @@ ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS priority INTEGER DEFAULT 0;
 ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS expires_at DOUBLE;
 ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS expires_after_s DOUBLE;
 UPDATE jobqueue_schema SET version = 3;
+
+-- name: migration_4
+-- A priority is never NULL (DuckDB adds no NOT NULL with a column, so migration 3 could not
+-- say so). A NULL stored by hand since becomes 0, the default.
+UPDATE jobqueue_jobs SET priority = 0 WHERE priority IS NULL;
+UPDATE jobqueue_dead SET priority = 0 WHERE priority IS NULL;
+ALTER TABLE jobqueue_jobs ALTER COLUMN priority SET NOT NULL;
+ALTER TABLE jobqueue_dead ALTER COLUMN priority SET NOT NULL;
+UPDATE jobqueue_schema SET version = 4;
+
+-- name: migration_5
+-- Fencing tokens (lesson 06): each claim stores the next number of jobqueue_fencing in the
+-- job's row, and the row keeps it through a release, a retry, its death and a replay. The
+-- sequence is stored in the file with the claims that use it (a claim commits before it
+-- returns), so a reopened file goes on from the last number it handed out. Jobs claimed
+-- before have token 0, below every number to come.
+CREATE SEQUENCE IF NOT EXISTS jobqueue_fencing;
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS fencing_token BIGINT DEFAULT 0;
+ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS fencing_token BIGINT DEFAULT 0;
+ALTER TABLE jobqueue_jobs ALTER COLUMN fencing_token SET NOT NULL;
+ALTER TABLE jobqueue_dead ALTER COLUMN fencing_token SET NOT NULL;
+UPDATE jobqueue_schema SET version = 5;
 
 -- name: highest_given_id
 SELECT max(CAST(id[5:] AS BIGINT)) FROM (SELECT id FROM jobqueue_jobs UNION ALL SELECT id FROM jobqueue_dead)
@@ -168,7 +136,8 @@ FROM jobqueue_jobs WHERE visible_at <= $now ORDER BY priority DESC, visible_at, 
 
 -- name: claim
 UPDATE jobqueue_jobs SET attempts = attempts + 1, leased_until = $until, leased_at = $now, visible_at = $until,
-lease_token = 'lease-' || nextval('jobqueue_lease') || '-' || $tag, serial = nextval('jobqueue_serial')
+lease_token = 'lease-' || nextval('jobqueue_lease') || '-' || $tag, serial = nextval('jobqueue_serial'),
+fencing_token = nextval('jobqueue_fencing')
 WHERE rowid IN (SELECT unnest($rowids))
 AND visible_at <= $now AND attempts < max_attempts AND coalesce(expires_at >= $now, true);
 
@@ -204,28 +173,33 @@ DELETE FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids));
 -- name: bury_unreadable
 INSERT INTO jobqueue_dead ({dead_stored}, died_at)
 VALUES ($id, $type, $payload, $attempts, $max_attempts, $base_s, $cap_s, $run_at, $error, $priority,
-$expires_at, $expires_after_s, $now);
+$expires_at, $expires_after_s, $fencing_token, $now);
 
 -- name: rewrite_dead
 UPDATE jobqueue_dead SET type = $type, payload = $payload, attempts = $attempts, max_attempts = $max_attempts,
 base_s = $base_s, cap_s = $cap_s, run_at = $run_at, last_error = $error, priority = $priority,
-expires_at = $expires_at, expires_after_s = $expires_after_s, died_at = $now WHERE id = $id;
+expires_at = $expires_at, expires_after_s = $expires_after_s, fencing_token = $fencing_token, died_at = $now
+WHERE id = $id;
 
 -- name: extend
 UPDATE jobqueue_jobs SET leased_until = $until, visible_at = greatest(run_at, $until),
-serial = nextval('jobqueue_serial') WHERE id = $id RETURNING {job_columns};
+serial = nextval('jobqueue_serial') WHERE id = $id AND lease_token = $token RETURNING {job_columns};
 
 -- name: release
 UPDATE jobqueue_jobs SET attempts = $attempts, run_at = $run_at, visible_at = $run_at, leased_until = NULL,
-leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial') WHERE id = $id
+leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial') WHERE id = $id AND lease_token = $token
 RETURNING {job_columns};
 
+-- name: dead_letter
+-- The dead letter a replay starts from, taken out; `replay` puts back the job it becomes,
+-- in the same transaction.
+DELETE FROM jobqueue_dead WHERE id = $id RETURNING {dead_columns};
+
 -- name: replay
--- After `discard` took the dead letter out, in the same transaction: the job it becomes.
 INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, last_error, priority,
-expires_after_s, attempts, run_at, visible_at, serial, expires_at)
+expires_after_s, attempts, run_at, visible_at, serial, expires_at, fencing_token)
 VALUES ($id, $type, $payload, $max_attempts, $base_s, $cap_s, $error, $priority, $expires_after_s, $attempts,
-$run_at, $run_at, nextval('jobqueue_serial'), $expires_at)
+$run_at, $run_at, nextval('jobqueue_serial'), $expires_at, $fencing_token)
 RETURNING {job_columns};
 
 -- name: discard

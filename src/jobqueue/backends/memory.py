@@ -31,6 +31,7 @@ from jobqueue.backends import rules
 from jobqueue.backends.contract import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
     Failed,
+    JobIds,
     check_delay_s,
     check_holder,
     check_ids,
@@ -143,12 +144,7 @@ class JobQueue:
         return self.enqueue_many(job_type, [payload], ids=None if id is None else [id], priority=priority)[0]
 
     def enqueue_many(
-        self,
-        job_type: JobType[P],
-        payloads: Sequence[P],
-        *,
-        ids: Sequence[str] | None = None,
-        priority: int | None = None,
+        self, job_type: JobType[P], payloads: Sequence[P], *, ids: JobIds = None, priority: int | None = None
     ) -> list[Job]:
         """Enqueue several jobs of one type, in order; see :meth:`enqueue`.
 
@@ -177,8 +173,9 @@ class JobQueue:
     def claim(self) -> Lease | None:
         """Lease the due job of highest priority, claimable longest among equals; or ``None``.
 
-        The claim counts as an attempt (a worker that crashes mid-job still used one) and
-        hides the job for :attr:`visibility_timeout_s`. On its way to that job the claim
+        The claim counts as an attempt (a worker that crashes mid-job still used one),
+        hides the job for :attr:`visibility_timeout_s` and gives it a new
+        :attr:`~jobqueue.job.Job.fencing_token`, larger than any before. On its way to that job the claim
         dead-letters, instead of handing out, a job whose final attempt's lease ran out, and
         a job past its deadline (:attr:`Job.expires_at`: ``"expired: ..."``, no attempt
         used). Jobs behind the one claimed wait for a later claim, even if expired.
@@ -192,8 +189,11 @@ class JobQueue:
                 self._bury(replace(job, leased_until=None, leased_at=None, last_error=reason), now)
                 continue
             until = now + self.visibility_timeout_s
-            leased = replace(job, attempts=job.attempts + 1, leased_until=until, leased_at=now)
-            token = f"lease-{next(self._lease_serial)}"
+            serial = next(self._lease_serial)  # also the fencing token: never handed out again
+            leased = replace(
+                job, attempts=job.attempts + 1, leased_until=until, leased_at=now, fencing_token=serial
+            )
+            token = f"lease-{serial}"
             self._tokens[job_id] = token
             self._store(leased)
             return Lease(job=leased, token=token)

@@ -40,15 +40,12 @@ Introduced in lesson 12.
 from __future__ import annotations
 
 import asyncio
-import random as _random
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import aclosing, contextmanager, suppress
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 import psycopg
 import psycopg.sql
@@ -56,48 +53,30 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 
 from jobqueue.backends import rules, sql
-from jobqueue.backends.contract import (
-    DEFAULT_VISIBILITY_TIMEOUT_S,
-    Failed,
-    check_delay_s,
-    check_holder,
-    check_ids,
-    not_acked,
-)
+from jobqueue.backends.contract import Failed, JobIds, check_ids
 from jobqueue.backends.rows import (
     DEAD_COLUMNS,
+    JOB,
     JOB_COLUMNS,
+    JOB_FIELDS,
+    NEW_COLUMNS,
+    Columns,
+    job_from_row,
     new_job_values,
+    read_dead,
     salvage,
-    salvage_dead,
     stored_values,
 )
-from jobqueue.backends.rows import dead_from_row as _dead
-from jobqueue.backends.rows import job_from_row as _job
-from jobqueue.backoff import RandomFn
+from jobqueue.backends.sqlqueue import QueueOptions, SqlQueue
 from jobqueue.census import EXACT_UP_TO, Census, State, tally
-from jobqueue.clock import Clock, SystemClock
 from jobqueue.errors import (
     CorruptJobError,
-    DeadLetterNotFoundError,
     InvalidSettingError,
     QueuePrivilegeError,
     QueueSchemaError,
     QueueUnavailableError,
 )
-from jobqueue.job import (
-    DeadLetter,
-    Job,
-    JobType,
-    Lease,
-    RetryPolicy,
-    check_count,
-    check_job_id,
-    check_positive_seconds,
-    check_priority,
-    check_retry,
-)
-from jobqueue.metrics import DEFAULT_WINDOW_S, PendingOutcomes, QueueMetrics, bucket, check_window
+from jobqueue.job import DeadLetter, Job, JobType, Lease, check_count, check_positive_seconds, check_priority
 
 P = TypeVar("P")
 
@@ -113,6 +92,9 @@ SQL = sql.load(
         "dead_columns": DEAD_COLUMNS,
         "expiry_reason": rules.expiry_reason_sql("%(now)s"),
         "lease_lost_reason": rules.lease_lost_reason_sql(),
+        "new_columns": NEW_COLUMNS,
+        "new_values": "0, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s,"
+        " nextval('jobqueue_serial'), %(priority)s, %(expires_at)s, %(expires_after_s)s",
     },
 )
 """The statements of ``postgres.sql`` by block name: the select lists the row conversion
@@ -121,12 +103,27 @@ reads, and the reasons of :func:`jobqueue.backends.rules.refusal`, filled in."""
 SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
 
-2: lesson 12's tables. 3: priorities and deadlines (lesson 13). Older tables are migrated
-when a queue opens them (``migration_N`` blocks of ``postgres.sql``).
+2: lesson 12's tables. 3: priorities and deadlines (lesson 13). 4: fencing tokens (lesson
+06). Older tables are migrated when a queue opens them (``migration_N`` blocks of
+``postgres.sql``).
 """
 
 
-_JOB_WIDTH = len(JOB_COLUMNS.split(","))  # columns in a job row
+CLAIMED = Columns("buried", *JOB_FIELDS, "lease_token", "serial")
+"""A row of the claim: how many due jobs it dead-lettered, then a job it leased (all NULL
+when it leased none), its lease token and its new serial, which claims give in claim order."""
+
+ENQUEUED = Columns("given_id", "added", *JOB_FIELDS)
+"""A row of the enqueue: the job's id, whether it was added, and the record of the job held
+under that id if it was not (NULL when added)."""
+
+
+class BatchOptions(TypedDict, total=False):
+    """The options of :meth:`PostgresQueue.enqueue_batch` and :meth:`PostgresQueue.enqueue_many`."""
+
+    ids: JobIds
+    conn: psycopg.Connection[Any] | None
+    priority: int | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,7 +138,7 @@ class Enqueued:
     added: bool
 
 
-class PostgresQueue:
+class PostgresQueue(SqlQueue):
     """A job queue in PostgreSQL tables, with leases, retries with backoff, and dead letters.
 
     Args:
@@ -180,28 +177,16 @@ class PostgresQueue:
     """
 
     def __init__(
-        self,
-        conninfo: str,
-        *,
-        clock: Clock | None = None,
-        visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
-        retry: RetryPolicy | None = None,
-        random: RandomFn = _random.random,
-        transaction_pooler: bool = False,
+        self, conninfo: str, *, transaction_pooler: bool = False, **options: Unpack[QueueOptions]
     ) -> None:
+        super().__init__(SQL, **options)
         self.transaction_pooler = transaction_pooler
-        self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
-        self.clock: Clock = clock if clock is not None else SystemClock()
-        self.retry = check_retry(retry)
         self._conninfo = conninfo  # may hold a password: messages use self.server
         self.server = describe_server(conninfo)
-        self._random = random
-        self._lock = threading.RLock()
-        self._outcomes = PendingOutcomes(self._lock)  # counted, not yet in jobqueue_outcomes
         self._con: psycopg.Connection[tuple[Any, ...]] | None = None
         self._listener: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
         self._listener_loop: asyncio.AbstractEventLoop | None = None
-        self._closed = False
+        self._fenced: object = None  # the connection whose fencing floor was raised (see claim_many)
         try:
             with self._transaction() as con:
                 _create_schema(con, self.server)
@@ -223,14 +208,6 @@ class PostgresQueue:
             if self._listener is not None:
                 self._listener.pgconn.finish()  # an async connection's socket, closed without a loop
             self._closed = True
-
-    def __enter__(self) -> PostgresQueue:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self.close()
 
     # -- producer side -----------------------------------------------------------------
 
@@ -269,15 +246,9 @@ class PostgresQueue:
         return self.enqueue_batch(job_type, [payload], ids=ids, conn=conn, priority=priority)[0].job
 
     def enqueue_many(
-        self,
-        job_type: JobType[P],
-        payloads: Sequence[P],
-        *,
-        ids: Sequence[str] | None = None,
-        conn: psycopg.Connection[Any] | None = None,
-        priority: int | None = None,
+        self, job_type: JobType[P], payloads: Sequence[P], **options: Unpack[BatchOptions]
     ) -> list[Job]:
-        """Enqueue several jobs of one type in one statement, in order; see :meth:`enqueue`.
+        """Enqueue several jobs of one type in one statement, in order; see :meth:`enqueue_batch`.
 
         Returns:
             One record per payload: the new job's, or that of the job already held under
@@ -287,15 +258,14 @@ class PostgresQueue:
             PayloadError: if any payload is invalid; then no job is added.
             InvalidSettingError: if ``ids`` and ``payloads`` differ in length.
         """
-        batch = self.enqueue_batch(job_type, payloads, ids=ids, conn=conn, priority=priority)
-        return [entry.job for entry in batch]
+        return [entry.job for entry in self.enqueue_batch(job_type, payloads, **options)]
 
     def enqueue_batch(
         self,
         job_type: JobType[P],
         payloads: Sequence[P],
         *,
-        ids: Sequence[str] | None = None,
+        ids: JobIds = None,
         conn: psycopg.Connection[Any] | None = None,
         priority: int | None = None,
     ) -> list[Enqueued]:
@@ -350,11 +320,6 @@ class PostgresQueue:
 
     # -- worker side -------------------------------------------------------------------
 
-    def claim(self) -> Lease | None:
-        """Lease the job that has been claimable longest, or ``None``; see :meth:`JobQueue.claim`."""
-        leases = self.claim_many(1)
-        return leases[0] if leases else None
-
     def claim_many(self, limit: int) -> list[Lease]:
         """Claim up to ``limit`` due jobs, by priority then longest-claimable, skipping others' claims.
 
@@ -371,13 +336,16 @@ class PostgresQueue:
         attempt uncounted, while the workers holding them may still run them: a second run,
         which at-least-once delivery allows (``process_once`` makes it harmless). No job is
         lost: its row is written by a synced enqueue and deleted only by a synced ack.
-        Fencing: the lease sequence may hand out a lost claim's number again (its WAL went
-        with the claim), and if the same job gets the same token, the old holder's ack or
-        fail is taken for the new holder's. The worst case is a job acked or failed while its
-        second run goes on (that run's ack is then refused as stale): a duplicate run, or a
-        dead letter to replay, never a lost job. A token stored in a row that survived the
+        Lease tokens: the lease sequence may hand out a lost claim's number again (its WAL
+        went with the claim), and if the same job gets the same token, the old holder's ack
+        or fail is taken for the new holder's. The worst case is a job acked or failed while
+        its second run goes on (that run's ack is then refused as stale): a duplicate run, or
+        a dead letter to replay, never a lost job. A token stored in a row that survived the
         crash cannot repeat: WAL is replayed in order, and the sequence's record precedes
-        the row that holds the token. (PostgreSQL's "Asynchronous Commit".)
+        the row that holds the token. (PostgreSQL's "Asynchronous Commit".) Fencing tokens
+        (:attr:`Job.fencing_token`) never repeat, crash or not: before its first claim,
+        each connection moves their sequence 2^32 numbers on in a commit that waits for the
+        disk (``fencing_floor`` in ``postgres.sql``), past every number a crash could lose.
 
         Raises:
             InvalidSettingError: if ``limit`` is not an int >= 1.
@@ -385,6 +353,10 @@ class PostgresQueue:
         check_count("limit", limit)
         leases: list[Lease] = []
         with self._connection() as con:
+            if self._fenced is not con:  # a new connection: pass over the tokens a crash may have lost
+                with con.transaction():
+                    con.execute(SQL["fencing_floor"])
+                self._fenced = con
             buried = 1
             while buried and len(leases) < limit:  # buried jobs took up places: look again
                 now = self.clock.now()
@@ -394,104 +366,30 @@ class PostgresQueue:
                     prepare=self._prepare(con),
                     binary=True,  # numbers as they are stored, not as decimal text to parse
                 ).fetchall()
-                buried = rows[0][0]
+                buried = CLAIMED.value(rows[0], "buried")
                 rows.sort(key=_claim_order)
-                for row in rows:  # the count of buried jobs, a job row, its token, its new serial
-                    if row[1] is not None:
-                        lease = self._lease(con, row[1 : _JOB_WIDTH + 2], now)
+                for row in rows:
+                    if CLAIMED.value(row, "id") is not None:
+                        lease = self._lease(con, row, now)
                         if lease is not None:
                             leases.append(lease)
                         else:
                             buried += 1
         return leases
 
-    def ack(self, lease: Lease) -> None:
-        """Mark the leased job done: its row is deleted; see :meth:`JobQueue.ack`.
+    def _release_extras(self, delay_s: float) -> dict[str, Any]:
+        """``wake``: a job given back due now wakes a listening worker; one deferred does not."""
+        return {"wake": not delay_s}
 
-        Raises:
-            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
-                changes.
-        """
-        with self._connection() as con:
-            if not self._delete_acked(con, [lease]):
-                self._check_holder(con, lease)  # raises StaleLeaseError, saying why
-        self._outcomes.record(self.clock.now(), done=1, failed=0, store=self._store_outcomes)
-
-    def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
-        """Ack every lease still held, in one statement; return the stale ones.
-
-        A stale lease changes nothing and does not stop the others being acked. A lease
-        passed twice is acked once; its second copy is stale, as with :meth:`JobQueue.ack_many`.
-        """
-        if not leases:
-            return []
-        with self._connection() as con:
-            acked = self._delete_acked(con, leases)
-        self._outcomes.record(self.clock.now(), done=len(acked), failed=0, store=self._store_outcomes)
-        return not_acked(leases, acked)
-
-    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> Failed:
-        """Record a failed attempt: retry after a delay, or dead; see :meth:`JobQueue.fail`.
-
-        Raises:
-            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
-                changes.
-        """
-        with self._connection() as con:
-            job = self._check_holder(con, lease)
-            now = self.clock.now()
-            failed = rules.fail(job, error, permanent=permanent, now=now, random=self._random)
-            held = {"id": job.id, "token": lease.token, "error": failed.error}
-            if failed.run_at is None:
-                changed = con.execute(SQL["bury"], held | {"now": now}).fetchall()
-            else:
-                changed = con.execute(SQL["retry"], held | {"run_at": failed.run_at}).fetchall()
-            if not changed:  # claimed again between the two statements
-                self._check_holder(con, lease)
-        # Counted once committed: a rollback counts nothing.
-        self._outcomes.record(self.clock.now(), done=0, failed=1, store=self._store_outcomes)
-        return failed
-
-    def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
-        """Heartbeat: push the lease's end to ``now + by_s``; see :meth:`JobQueue.extend_lease`.
-
-        Raises:
-            StaleLeaseError: if ``lease`` is no longer the job's current lease.
-            InvalidSettingError: if ``by_s`` is not a finite number > 0.
-        """
-        extra_s = self.visibility_timeout_s if by_s is None else check_positive_seconds("by_s", by_s)
-        with self._connection() as con:
-            until = self.clock.now() + extra_s
-            rows = con.execute(
-                SQL["extend"], {"until": until, "id": lease.job.id, "token": lease.token}
-            ).fetchall()
-            if not rows:
-                self._check_holder(con, lease)
-        return Lease(job=_job(rows[0]), token=lease.token)
-
-    def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job:
-        """Give a claimed job back unrun, due in ``delay_s``; see :meth:`JobQueue.release`.
-
-        Raises:
-            StaleLeaseError: if ``lease`` is no longer the job's current lease.
-            InvalidSettingError: if ``delay_s`` is not a finite number >= 0.
-        """
-        # The statement changes the row only while the lease is held, so lease.job is its record.
-        given_back = rules.release(lease.job, now=self.clock.now(), delay_s=check_delay_s(delay_s))
-        with self._connection() as con:
-            rows = con.execute(
-                SQL["release"],
-                {
-                    "attempts": given_back.attempts,
-                    "run_at": given_back.run_at,
-                    "id": lease.job.id,
-                    "token": lease.token,
-                    "wake": not delay_s,
-                },
-            ).fetchall()
-            if not rows:
-                self._check_holder(con, lease)
-        return _job(rows[0][:-1])
+    def _store_failure(self, con: psycopg.Connection[Any], lease: Lease, failed: Failed, now: float) -> None:
+        """Inside the failure's transaction: the job waits for its retry, or is marked dead at ``now``."""
+        held = {"id": lease.job.id, "token": lease.token, "error": failed.error}
+        if failed.run_at is None:
+            changed = con.execute(SQL["bury"], held | {"now": now}).fetchall()
+        else:
+            changed = con.execute(SQL["retry"], held | {"run_at": failed.run_at}).fetchall()
+        if not changed:  # claimed again since the holder was read
+            self._check_holder(con, lease)
 
     async def wait_for_work(self, timeout_s: float) -> bool:
         """Wait until a job is enqueued (a ``NOTIFY`` at its commit), at most ``timeout_s`` seconds.
@@ -540,98 +438,20 @@ class PostgresQueue:
 
     # -- dead letters ------------------------------------------------------------------
 
-    def replay(self, job_id: str) -> Job:
-        """Move a dead job back to waiting with a fresh budget; see :meth:`JobQueue.replay`.
-
-        Raises:
-            DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
-        """
-        check_job_id(job_id)
-        with self._transaction() as con:
-            now = self.clock.now()
-            found = con.execute(SQL["dead_letter"], {"id": job_id}).fetchall()
-            if not found:
-                raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
-            job = rules.replay(_read_dead(found[0], now).job, now=now)
-            values = {
-                "attempts": job.attempts,
-                "run_at": job.run_at,
-                "expires_at": job.expires_at,
-                "id": job_id,
-            }
-            rows = con.execute(SQL["replay"], values).fetchall()
-        return _job(rows[0][:-1])
-
-    def discard(self, job_id: str) -> DeadLetter:
-        """Delete a dead letter that has been dealt with, and return it.
-
-        Raises:
-            DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
-        """
-        check_job_id(job_id)
-        with self._connection() as con:
-            rows = con.execute(SQL["discard"], {"id": job_id}).fetchall()
-        if not rows:
-            raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
-        return _read_dead(rows[0], self.clock.now())
+    def _store_replay(self, con: psycopg.Connection[Any], job: Job) -> Sequence[Any]:
+        """Mark the replayed ``job`` waiting again (its dead letter is locked); return its row."""
+        values = {"attempts": job.attempts, "run_at": job.run_at, "expires_at": job.expires_at, "id": job.id}
+        row: Sequence[Any] = con.execute(SQL["replay"], values).fetchall()[0]
+        return row
 
     # -- looking inside ----------------------------------------------------------------
-
-    def get(self, job_id: str) -> Job | None:
-        """The record of a waiting or leased job, or ``None`` (done, dead or never seen)."""
-        with self._connection() as con:
-            rows = con.execute(SQL["get"], {"id": check_job_id(job_id)}).fetchall()
-        return _job(rows[0]) if rows else None
-
-    def jobs(self) -> list[Job]:
-        """Records of every waiting or leased job, in the order they become claimable.
-
-        A row that cannot be read is dead-lettered with the reason
-        (:class:`~jobqueue.errors.CorruptJobError`) and left out.
-        """
-        with self._connection() as con:
-            found = []
-            for row in con.execute(SQL["jobs"]).fetchall():
-                try:
-                    found.append(_job(row))
-                except CorruptJobError as exc:
-                    self._bury_corrupt(con, row, exc, self.clock.now())
-            return found
 
     def dead_letters(self) -> list[DeadLetter]:
         """The dead-letter queue: jobs that will not be retried, oldest death first."""
         with self._connection() as con:
             rows = con.execute(SQL["dead_letters"]).fetchall()
         now = self.clock.now()
-        return [_read_dead(row, now) for row in rows]
-
-    def next_visible_at(self) -> float | None:
-        """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""
-        with self._connection() as con:
-            value = con.execute(SQL["next_visible_at"]).fetchall()[0][0]
-        return None if value is None else float(value)
-
-    def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> QueueMetrics:
-        """The numbers to watch now, with the failure rate over the last ``window_s`` seconds.
-
-        ``done`` and ``failed`` add up every process's counts, each written within about a
-        second of the outcome (this process's are written first).
-
-        Raises:
-            InvalidSettingError: if ``window_s`` is not > 0 s or longer than a day.
-        """
-        check_window(window_s)
-        now = self.clock.now()
-        self._outcomes.write(now, self._store_outcomes)
-        with self._connection() as con:
-            row = con.execute(SQL["metrics"], {"now": now, "since": bucket(now - window_s)}).fetchall()[0]
-        return QueueMetrics.from_row(now, window_s, row)
-
-    def __len__(self) -> int:
-        """Number of waiting or leased jobs (dead ones not included)."""
-        with self._connection() as con:
-            count: int = con.execute(SQL["count"]).fetchall()[0][0]
-        return count
+        return [read_dead(row, now) for row in rows]
 
     def __repr__(self) -> str:
         return f"PostgresQueue({self.server})"
@@ -719,16 +539,17 @@ class PostgresQueue:
             prepare=self._prepare(con),
         ).fetchall()
         again = []
-        for (index, wanted, payload), (job_id, added, *old) in zip(rows, found, strict=True):
-            if added:
+        for (index, wanted, payload), row in zip(rows, found, strict=True):
+            job_id = ENQUEUED.value(row, "given_id")
+            if ENQUEUED.value(row, "added"):
                 new = job_type.new_job(id=job_id, payload=payload, retry=policy, now=now, priority=priority)
                 results[index] = Enqueued(job=new, added=True)
             elif wanted is None:
                 again.append(index)  # a job-N already taken by a chosen id: draw another
-            elif old[0] is not None:
-                results[index] = Enqueued(job=_job(old), added=False)
+            elif ENQUEUED.value(row, "id") is not None:
+                results[index] = Enqueued(job=ENQUEUED.read(row), added=False)
             elif held := rows_of.execute(SQL["find"], {"ids": [job_id]}).fetchall():
-                results[index] = Enqueued(job=_job(held[0]), added=False)  # committed just after
+                results[index] = Enqueued(job=JOB.read(held[0]), added=False)  # committed just after
             else:
                 again.append(index)  # and acked since: the id is free again
         return again
@@ -770,26 +591,19 @@ class PostgresQueue:
         )
 
     def _lease(self, con: psycopg.Connection[Any], row: Sequence[Any], now: float) -> Lease | None:
-        """The lease of a claimed ``row`` (job columns, then the token); ``None`` if unreadable.
+        """The lease of a claimed ``row`` (of :data:`CLAIMED`); ``None`` if unreadable.
 
         An unreadable row (corrupted in the table) is dead-lettered with the reason.
         """
         try:
-            return Lease(job=_job(row[:-1]), token=row[-1])
+            return Lease(job=job_from_row(CLAIMED.job_row(row)), token=CLAIMED.value(row, "lease_token"))
         except CorruptJobError as exc:
-            self._bury_corrupt(con, row[:-1], exc, now)
+            self._bury_corrupt(con, salvage(CLAIMED.job_row(row), exc), now)
             return None
 
-    def _bury_corrupt(
-        self, con: psycopg.Connection[Any], row: Sequence[Any], error: CorruptJobError, now: float
-    ) -> None:
-        """Dead-letter the live job of ``row`` as its salvaged stand-in, which says what was wrong."""
-        con.execute(SQL["bury_unreadable"], stored_values(salvage(row, error)) | {"now": now})
-
-    def _check_holder(self, con: psycopg.Connection[Any], lease: Lease) -> Job:
-        """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
-        rows = con.execute(SQL["holder"], {"id": lease.job.id}).fetchall()
-        return check_holder(lease, _job(rows[0][:-1]) if rows else None, rows[0][-1] if rows else None)
+    def _bury_corrupt(self, con: psycopg.Connection[Any], job: Job, now: float) -> None:
+        """Dead-letter the job whose row could not be read, as its salvaged stand-in ``job``."""
+        con.execute(SQL["bury_unreadable"], stored_values(job) | {"now": now})
 
     def _delete_acked(self, con: psycopg.Connection[Any], leases: Sequence[Lease]) -> set[str]:
         """Delete the jobs held under ``leases`` (id and token both match); return the tokens acked."""
@@ -798,7 +612,7 @@ class PostgresQueue:
             {"ids": [lease.job.id for lease in leases], "tokens": [lease.token for lease in leases]},
             prepare=self._prepare(con),
         ).fetchall()
-        return {row[0] for row in rows}
+        return {token for (token,) in rows}
 
     def _prepare(self, con: psycopg.Connection[Any]) -> bool | None:
         """Whether to prepare a hot statement (enqueue, claim, ack) on ``con`` from its first run.
@@ -814,12 +628,6 @@ class PostgresQueue:
         if self.transaction_pooler:
             return False
         return True if con is self._con else None
-
-    def _store_outcomes(self, columns: dict[str, list[int]], before: int) -> None:
-        """Add counted outcomes to ``jobqueue_outcomes``; forget seconds before ``before``."""
-        with self._transaction() as con:
-            con.execute(SQL["count_outcomes"], columns)
-            con.execute(SQL["forget_outcomes"], {"before": before})
 
     # -- the dashboard's reads (ShowsOverview) ------------------------------------------
 
@@ -859,7 +667,7 @@ class PostgresQueue:
         check_count("limit", limit)
         with self._connection() as con:
             rows = con.execute(SQL["leased_jobs"], {"now": self.clock.now(), "limit": limit}).fetchall()
-        return [_read_job(row) for row in rows]
+        return [JOB.read(row) for row in rows]
 
     def newest_dead_letters(self, limit: int) -> list[DeadLetter]:
         """Up to ``limit`` dead letters, the latest death first (unreadable ones salvaged).
@@ -871,7 +679,7 @@ class PostgresQueue:
         with self._connection() as con:
             rows = con.execute(SQL["newest_dead_letters"], {"limit": limit}).fetchall()
         now = self.clock.now()
-        return [_read_dead(row, now) for row in rows]
+        return [read_dead(row, now) for row in rows]
 
     def outcome_counts(self, since: int) -> list[tuple[int, int, int]]:
         """``(second, done, failed)`` per one-second bucket from the second ``since`` on, oldest first.
@@ -887,15 +695,8 @@ class PostgresQueue:
 
 def _claim_order(row: Sequence[Any]) -> int:
     """Sort key of a row of the claim: its new serial, which the claim gave in claim order."""
-    return row[-1] or 0  # the row of a claim that leased nothing has none
-
-
-def _read_dead(row: Sequence[Any], now: float) -> DeadLetter:
-    """The dead letter of ``row``; a row that cannot be read gives its salvaged stand-in."""
-    try:
-        return _dead(row)
-    except CorruptJobError as exc:
-        return salvage_dead(row, exc, now)
+    serial: int = CLAIMED.value(row, "serial") or 0  # the row of a claim that leased nothing has none
+    return serial
 
 
 def describe_server(conninfo: str) -> str:
@@ -1123,6 +924,7 @@ QUEUE_RELATIONS = frozenset(
         "jobqueue_serial",
         "jobqueue_lease",
         "jobqueue_job_id",
+        "jobqueue_fencing",
     }
 )
 """The tables and sequences of the current schema version: each must be there."""
@@ -1137,7 +939,7 @@ def _versions(con: psycopg.Connection[Any]) -> list[int]:
     """The versions recorded in ``jobqueue_schema`` (one, normally); ``[]`` if there are no tables."""
     if not con.execute(SQL["has_schema"]).fetchall()[0][0]:
         return []
-    return [row[0] for row in con.execute(SQL["schema_version"]).fetchall()]
+    return [version for (version,) in con.execute(SQL["schema_version"]).fetchall()]
 
 
 SAMPLED_ROWS = 20_000
@@ -1178,11 +980,3 @@ def _sample_percent(pages: int, rows_per_page: float, *, rows: int) -> float:
 
 _LEAST_SAMPLED_PAGES = 100
 """Pages a sampled census reads at least (about 5,000 jobs)."""
-
-
-def _read_job(row: Sequence[Any]) -> Job:
-    """The job of a live row; a row that cannot be read gives its salvaged stand-in."""
-    try:
-        return _job(row)
-    except CorruptJobError as exc:
-        return salvage(row, exc)

@@ -4,7 +4,8 @@
 -- {job_columns} and {dead_columns} stand for the select lists every backend reads rows with
 -- (filled in when this file is loaded, from jobqueue's one row-to-Job conversion), and
 -- {expiry_reason} and {lease_lost_reason} for the last_error of a job a claim dead-letters
--- (jobqueue.backends.rules.refusal decides the same in Python).
+-- (jobqueue.backends.rules.refusal decides the same in Python), {new_columns} and
+-- {new_values} for the columns an enqueue fills, after the id, type and payload.
 -- Arrays of text go as %(name)b, in binary: psycopg sends each string as it is, where the
 -- text form would quote and escape every element in Python (slower than the statement).
 -- One table holds live and dead jobs (died_at is NULL while a job lives), so the primary
@@ -63,6 +64,31 @@ DROP INDEX jobqueue_jobs_claim;
 CREATE INDEX jobqueue_jobs_claim ON jobqueue_jobs (priority DESC, visible_at, serial) WHERE died_at IS NULL;
 UPDATE jobqueue_schema SET version = 3;
 
+-- name: migration_4
+-- Fencing tokens (lesson 06): each claim stores the next number of jobqueue_fencing in the
+-- job's row, and the row keeps it through a release, a retry, its death and a replay. Jobs
+-- claimed before have token 0, below every number to come. (`fencing_floor` keeps the
+-- numbers growing across a crash.)
+CREATE SEQUENCE IF NOT EXISTS jobqueue_fencing;
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS fencing_token bigint NOT NULL DEFAULT 0;
+UPDATE jobqueue_schema SET version = 4;
+
+-- name: fencing_floor
+-- Run on each new connection before its first claim, in a transaction of its own: moves
+-- jobqueue_fencing 2^32 numbers on, and waits for the disk. A claim commits without waiting
+-- for the disk (see `claim`), so a server crash can lose the WAL of the last claims, the
+-- numbers they drew from the sequence with it, and the sequence would hand those numbers
+-- out again: to a new holder, while the old one still holds the same token. Every process
+-- loses its connection in a crash, so each takes this step before it claims again: past
+-- every number drawn before the crash (a server draws far fewer than 2^32 in the moments a
+-- crash can lose). pg_current_xact_id() gives the transaction an id, so its commit writes
+-- a record and waits for it, and for the sequence's record before it, to reach the disk.
+WITH disk_wait AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'on', true)
+)
+SELECT pg_current_xact_id(), setval('jobqueue_fencing', nextval('jobqueue_fencing') + 4294967296)
+FROM disk_wait;
+
 -- name: generic_plans
 -- Run once on the queue's own connection, where the hot statements are prepared: plan each
 -- of them once, for any parameters. By default PostgreSQL plans a prepared statement
@@ -115,11 +141,8 @@ WITH wanted AS MATERIALIZED (
     SELECT n, coalesce(id, 'job-' || nextval('jobqueue_job_id')) AS id, payload
     FROM unnest(%(ids)b::text[], %(payloads)b::text[]) WITH ORDINALITY AS w (id, payload, n)
 ), added AS (
-    INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, run_at, visible_at,
-                               priority, expires_at, expires_after_s)
-    SELECT id, %(type)s, payload, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s,
-           %(priority)s, %(expires_at)s, %(expires_after_s)s
-    FROM wanted ORDER BY n
+    INSERT INTO jobqueue_jobs ({new_columns})
+    SELECT id, %(type)s, payload, {new_values} FROM wanted ORDER BY n
     ON CONFLICT (id) DO NOTHING
     -- No NOTIFY here: on the queue's own connection the `notify` statement follows the
     -- commit; in a caller's transaction none is sent (see PostgresQueue.enqueue).
@@ -144,11 +167,8 @@ WITH wanted AS MATERIALIZED (
     SELECT n, 'job-' || nextval('jobqueue_job_id') AS id, payload
     FROM unnest(%(payloads)b::text[]) WITH ORDINALITY AS w (payload, n)
 ), added AS (
-    INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, run_at, visible_at,
-                               priority, expires_at, expires_after_s)
-    SELECT id, %(type)s, payload, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s,
-           %(priority)s, %(expires_at)s, %(expires_after_s)s
-    FROM wanted ORDER BY n
+    INSERT INTO jobqueue_jobs ({new_columns})
+    SELECT id, %(type)s, payload, {new_values} FROM wanted ORDER BY n
 )
 SELECT id FROM wanted ORDER BY n;
 
@@ -192,7 +212,8 @@ WITH no_disk_wait AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 ), picked AS MATERIALIZED (
     -- nextval runs after the ORDER BY (PostgreSQL evaluates volatile output columns last)
-    SELECT due_ctid, nextval('jobqueue_serial') AS new_serial, 'lease-' || nextval('jobqueue_lease') AS token
+    SELECT due_ctid, nextval('jobqueue_serial') AS new_serial, 'lease-' || nextval('jobqueue_lease') AS token,
+           nextval('jobqueue_fencing') AS fencing
     FROM due WHERE NOT spent AND NOT expired
     ORDER BY due_priority DESC, due_visible_at, due_serial
 ), buried AS (
@@ -204,11 +225,12 @@ WITH no_disk_wait AS MATERIALIZED (
 ), claimed AS (
     UPDATE jobqueue_jobs AS job
     SET attempts = job.attempts + 1, leased_until = %(until)s, leased_at = %(now)s, visible_at = %(until)s,
-        lease_token = lease.token, serial = lease.new_serial
-    FROM (  -- three lists, filled from the same rows in one pass: one entry per job
-        SELECT array_agg(due_ctid) AS ats, array_agg(new_serial) AS serials, array_agg(token) AS tokens
+        lease_token = lease.token, serial = lease.new_serial, fencing_token = lease.fencing
+    FROM (  -- four lists, filled from the same rows in one pass: one entry per job
+        SELECT array_agg(due_ctid) AS ats, array_agg(new_serial) AS serials, array_agg(token) AS tokens,
+               array_agg(fencing) AS fencings
         FROM picked
-    ) AS lists, unnest(lists.ats, lists.serials, lists.tokens) AS lease (at, new_serial, token)
+    ) AS lists, unnest(lists.ats, lists.serials, lists.tokens, lists.fencings) AS lease (at, new_serial, token, fencing)
     WHERE job.ctid = lease.at
     RETURNING {job_columns}, job.lease_token, job.serial
 )

@@ -1,11 +1,15 @@
 """Stored rows to job records, for every SQL backend: one set of columns, one conversion.
 
+:class:`JobRow` names the columns of a job row, in order: the one column list, which every
+select list of job columns is made from (:data:`JOB_COLUMNS`). A statement's rows are read
+by column name through its :class:`Columns` (:data:`JOB`, :data:`HELD`, :data:`DEAD`, or a
+backend's own), never by position.
+
 A row that cannot be read back (edited by hand, written by an old version) must not take
 the rows beside it down: :func:`job_from_row` raises :class:`CorruptJobError` naming the
 bad value, and :func:`salvage` turns the row into a readable record that carries that
 reason, so the queue can dead-letter it. Backends select :data:`JOB_COLUMNS` (live jobs)
-or :data:`DEAD_COLUMNS` (dead letters, ``leased_until`` and ``leased_at`` given as NULL)
-and pass each row here.
+or :data:`DEAD_COLUMNS` (dead letters, ``leased_until`` and ``leased_at`` given as NULL).
 
 Introduced in lesson 11.
 """
@@ -14,8 +18,9 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from jobqueue.backoff import Backoff
 from jobqueue.errors import CorruptJobError, InvalidSettingError
@@ -30,23 +35,32 @@ from jobqueue.job import (
     deadline,
 )
 
-JOB_FIELDS = (
-    "id",
-    "type",
-    "payload",
-    "attempts",
-    "max_attempts",
-    "base_s",
-    "cap_s",
-    "run_at",
-    "leased_until",
-    "leased_at",
-    "last_error",
-    "priority",
-    "expires_at",
-    "expires_after_s",
-)
-"""The columns of a job row, in the order :func:`job_from_row` reads them."""
+
+class JobRow(NamedTuple):
+    """A job's row as stored, one value per column, unchecked: :func:`job_from_row` checks them.
+
+    Its fields are the columns of a job row, in the order of every select list of them.
+    """
+
+    id: Any
+    type: Any
+    payload: Any
+    attempts: Any
+    max_attempts: Any
+    base_s: Any
+    cap_s: Any
+    run_at: Any
+    leased_until: Any
+    leased_at: Any
+    last_error: Any
+    priority: Any
+    expires_at: Any
+    expires_after_s: Any
+    fencing_token: Any
+
+
+JOB_FIELDS = JobRow._fields
+"""The columns of a job row, in order (:class:`JobRow`'s fields)."""
 
 JOB_COLUMNS = ", ".join(JOB_FIELDS)
 """``JOB_FIELDS`` as a SQL select list."""
@@ -56,6 +70,45 @@ DEAD_COLUMNS = JOB_COLUMNS.replace("leased_until, leased_at", "NULL, NULL") + ",
 
 DEAD_STORED = JOB_COLUMNS.replace("leased_until, leased_at, ", "")
 """The columns a dead letter stores besides ``died_at``: a job's, but its lease."""
+
+
+class Columns:
+    """The select list of a statement, by name: reads its rows by column name.
+
+    Args:
+        names: the columns in the order the statement returns them; those of
+            :data:`JOB_FIELDS` must all be among them, for :meth:`job_row`.
+    """
+
+    def __init__(self, *names: str) -> None:
+        self.names = names
+        self._at = {name: index for index, name in enumerate(names)}
+        self._job = operator.itemgetter(*(self._at[name] for name in JOB_FIELDS))
+
+    def job_row(self, row: Sequence[Any]) -> JobRow:
+        """The job columns of ``row``, by name."""
+        return _new_row(JobRow, self._job(row))
+
+    def value(self, row: Sequence[Any], name: str) -> Any:
+        """The value of column ``name`` in ``row``."""
+        return row[self._at[name]]
+
+    def read(self, row: Sequence[Any]) -> Job:
+        """The job of ``row``, or its salvaged stand-in if it cannot be read (:func:`read_job`)."""
+        return read_job(self.job_row(row))
+
+
+_new_row = tuple.__new__  # a JobRow from a tuple of its values, without NamedTuple's __new__ call
+
+
+JOB = Columns(*JOB_FIELDS)
+"""A row of :data:`JOB_COLUMNS`."""
+
+HELD = Columns(*JOB_FIELDS, "lease_token")
+"""A row of :data:`JOB_COLUMNS`, then the token of the job's lease (``NULL`` if not leased)."""
+
+DEAD = Columns(*JOB_FIELDS, "died_at")
+"""A row of :data:`DEAD_COLUMNS`."""
 
 NEW_COLUMNS = (
     "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, visible_at, serial,"
@@ -68,8 +121,8 @@ def stored_values(job: Job) -> dict[str, Any]:
     """The values of ``job`` a statement stores, by parameter name (``last_error`` as ``error``).
 
     Keyed ``id``, ``type``, ``payload``, ``attempts``, ``max_attempts``, ``base_s``,
-    ``cap_s``, ``run_at`` (seconds), ``error``, ``priority``, ``expires_at`` and
-    ``expires_after_s``.
+    ``cap_s``, ``run_at`` (seconds), ``error``, ``priority``, ``expires_at``,
+    ``expires_after_s`` and ``fencing_token``.
     """
     return {
         "id": job.id,
@@ -84,6 +137,7 @@ def stored_values(job: Job) -> dict[str, Any]:
         "priority": job.priority,
         "expires_at": job.expires_at,
         "expires_after_s": job.expires_after_s,
+        "fencing_token": job.fencing_token,
     }
 
 
@@ -105,73 +159,63 @@ def new_job_values(job_type: JobType[Any], policy: RetryPolicy, now: float, prio
     }
 
 
-def job_from_row(row: Sequence[Any]) -> Job:
-    """The :class:`Job` of a row of :data:`JOB_COLUMNS`, every value checked.
+def job_from_row(row: JobRow) -> Job:
+    """The :class:`Job` of a job row, every value checked.
 
     Raises:
         CorruptJobError: naming the job and the first value that cannot be part of a job
             (a text where a count belongs, ``max_attempts`` of 0, a backoff of 0 s...).
-        ValueError: if ``row`` does not have one value per column.
     """
-    if len(row) != len(JOB_FIELDS) or not _plain(*row):
-        _check_values(dict(zip(JOB_FIELDS, row, strict=True)))  # names the first bad value, if any
-    (job_id, job_type, payload, attempts, max_attempts, base_s, cap_s, run_at) = row[:8]
-    (leased_until, leased_at, last_error, priority, expires_at, expires_after_s) = row[8:]
+    if not _plain(row):
+        _check_values(row._asdict())  # names the first bad value, if any
     try:
-        policy = _policy(max_attempts, base_s, cap_s)
+        policy = _policy(row.max_attempts, row.base_s, row.cap_s)
     except InvalidSettingError as exc:
-        raise CorruptJobError(f"the stored row of job {job_id!r} cannot be read: {exc}") from exc
+        raise CorruptJobError(f"the stored row of job {row.id!r} cannot be read: {exc}") from exc
     return Job.from_checked(
         {
-            "id": job_id,
-            "type": job_type,
-            "payload": payload,
-            "attempts": attempts,
+            "id": row.id,
+            "type": row.type,
+            "payload": row.payload,
+            "attempts": row.attempts,
             "max_attempts": policy.max_attempts,
             "backoff": policy.backoff,
-            "run_at": float(run_at),
-            "leased_until": leased_until,
-            "leased_at": leased_at,
-            "last_error": last_error,
-            "priority": priority,
-            "expires_at": expires_at,
-            "expires_after_s": expires_after_s,
+            "run_at": float(row.run_at),
+            "leased_until": row.leased_until,
+            "leased_at": row.leased_at,
+            "last_error": row.last_error,
+            "priority": row.priority,
+            "expires_at": row.expires_at,
+            "expires_after_s": row.expires_after_s,
+            "fencing_token": row.fencing_token,
         }
     )
 
 
-def _plain(
-    job_id: object,
-    job_type: object,
-    payload: object,
-    attempts: object,
-    max_attempts: object,
-    base_s: object,
-    cap_s: object,
-    run_at: object,
-    *times_and_more: object,
-) -> bool:
+def _plain(row: JobRow) -> bool:
     """Whether a row's values (its retry policy apart) are of exactly the usual types, in range.
 
     A fast pass for nearly every row: it accepts only what :func:`_check_values` accepts,
     and a row it turns down (a time stored as an int, a bad value) goes there, to be
     accepted after all or refused with the first bad value named.
     """
-    leased_until, leased_at, last_error, priority, expires_at, expires_after_s = times_and_more
+    attempts, priority, fencing_token = row.attempts, row.priority, row.fencing_token
     return (
-        _nonempty_text(job_id)
-        and _nonempty_text(job_type)
-        and _nonempty_text(payload)
+        _nonempty_text(row.id)
+        and _nonempty_text(row.type)
+        and _nonempty_text(row.payload)
         and type(attempts) is int
         and attempts >= 0
-        and _float_time(run_at)
-        and (leased_until is None or _float_time(leased_until))
-        and (leased_at is None or _float_time(leased_at))
-        and (last_error is None or type(last_error) is str)
+        and _float_time(row.run_at)
+        and (row.leased_until is None or _float_time(row.leased_until))
+        and (row.leased_at is None or _float_time(row.leased_at))
+        and (row.last_error is None or type(row.last_error) is str)
         and type(priority) is int
         and -PRIORITY_LIMIT <= priority <= PRIORITY_LIMIT
-        and (expires_at is None or _float_time(expires_at))
-        and (expires_after_s is None or _float_time(expires_after_s))
+        and (row.expires_at is None or _float_time(row.expires_at))
+        and (row.expires_after_s is None or _float_time(row.expires_after_s))
+        and type(fencing_token) is int
+        and fencing_token >= 0
     )
 
 
@@ -213,32 +257,34 @@ def _check_values(values: dict[str, Any]) -> None:
             _check(
                 values[name] is None or _is_time(values[name]), name, values[name], "a finite time or NULL"
             )
+        token = values["fencing_token"]
+        _check(_is_int(token) and token >= 0, "fencing_token", token, "an int >= 0")
     except InvalidSettingError as exc:
         raise CorruptJobError(f"the stored row of job {values['id']!r} cannot be read: {exc}") from exc
 
 
 def dead_from_row(row: Sequence[Any]) -> DeadLetter:
-    """The :class:`DeadLetter` of a row of :data:`DEAD_COLUMNS`.
+    """The :class:`DeadLetter` of a row of :data:`DEAD_COLUMNS` (read through :data:`DEAD`).
 
     Raises:
         CorruptJobError: as :func:`job_from_row`, or for a ``died_at`` that is not a time.
     """
-    died_at = row[-1]
-    job = job_from_row(row[:-1])
+    died_at = DEAD.value(row, "died_at")
+    job = job_from_row(DEAD.job_row(row))
     if not _is_time(died_at):
         raise CorruptJobError(f"the stored row of job {job.id!r} cannot be read: died_at is {died_at!r}")
     return DeadLetter(job=job, died_at=float(died_at))
 
 
-def salvage(row: Sequence[Any], error: CorruptJobError) -> Job:
+def salvage(row: JobRow, error: CorruptJobError) -> Job:
     """A readable, unleased stand-in for a corrupt row, to dead-letter with the reason.
 
     Values that read as they should are kept; the others take their defaults (attempts
-    0, the default retry policy, ``run_at`` 0, priority 0, no deadline). ``last_error``
+    0, the default retry policy, ``run_at`` 0, priority 0, no deadline, fencing token 0). ``last_error``
     becomes ``"CorruptJobError: …"``, followed by the row's own last error if it had one,
     so nothing is lost.
     """
-    values = dict(zip(JOB_FIELDS, row, strict=True))
+    values = row._asdict()
     default = RetryPolicy()
     try:
         backoff = Backoff(base_s=values["base_s"], cap_s=values["cap_s"])
@@ -266,6 +312,7 @@ def salvage(row: Sequence[Any], error: CorruptJobError) -> Job:
         priority=priority,
         expires_at=_time_or_none(values["expires_at"]),
         expires_after_s=_time_or_none(values["expires_after_s"]),
+        fencing_token=token if _is_int(token := values["fencing_token"]) and token >= 0 else 0,
     )
 
 
@@ -306,5 +353,26 @@ def salvage_dead(row: Sequence[Any], error: CorruptJobError, now: float) -> Dead
 
     ``died_at`` is kept if it is a time, else it becomes ``now`` (seconds).
     """
-    died_at = row[-1]
-    return DeadLetter(job=salvage(row[:-1], error), died_at=float(died_at) if _is_time(died_at) else now)
+    died_at = DEAD.value(row, "died_at")
+    return DeadLetter(
+        job=salvage(DEAD.job_row(row), error), died_at=float(died_at) if _is_time(died_at) else now
+    )
+
+
+def read_job(row: JobRow) -> Job:
+    """The job of a live row, or its salvaged stand-in.
+
+    A row that cannot be read as a job gives the readable record :func:`salvage` makes of it.
+    """
+    try:
+        return job_from_row(row)
+    except CorruptJobError as exc:
+        return salvage(row, exc)
+
+
+def read_dead(row: Sequence[Any], now: float) -> DeadLetter:
+    """The dead letter of a row of :data:`DEAD_COLUMNS`, or its salvaged stand-in (:func:`salvage_dead`)."""
+    try:
+        return dead_from_row(row)
+    except CorruptJobError as exc:
+        return salvage_dead(row, exc, now)

@@ -1,0 +1,345 @@
+"""What the two SQL backends share: the contract's methods, written once above their stores.
+
+:class:`SqlQueue` is the base of :class:`~jobqueue.backends.duckdb.DurableQueue` and
+:class:`~jobqueue.backends.postgres.PostgresQueue`. It asks :mod:`jobqueue.backends.rules`
+what a failure, a release or a replay does, runs the statement of the same name from its
+backend's ``.sql`` file (``self.sql``, whose blocks share their names) and reads the rows
+back through :mod:`jobqueue.backends.rows`. A backend adds only what its database makes
+different: how it connects and commits, how it enqueues, claims and acks (its hot paths,
+tuned to its database), and how it writes what a failure, a replay or an unreadable row
+leads to (one table in PostgreSQL, a table of jobs and one of dead letters in DuckDB).
+
+Introduced in lesson 11 (DuckDB); PostgreSQL in lesson 12.
+"""
+
+from __future__ import annotations
+
+import random as _random
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import Any, Self, TypedDict
+
+from jobqueue.backends import rules
+from jobqueue.backends.contract import (
+    DEFAULT_VISIBILITY_TIMEOUT_S,
+    Failed,
+    check_delay_s,
+    check_holder,
+    not_acked,
+)
+from jobqueue.backends.rows import HELD, JOB, Columns, job_from_row, read_dead, salvage
+from jobqueue.backoff import RandomFn
+from jobqueue.clock import Clock, SystemClock
+from jobqueue.errors import CorruptJobError, DeadLetterNotFoundError
+from jobqueue.job import (
+    DeadLetter,
+    Job,
+    Lease,
+    RetryPolicy,
+    check_job_id,
+    check_positive_seconds,
+    check_retry,
+)
+from jobqueue.metrics import DEFAULT_WINDOW_S, PendingOutcomes, QueueMetrics, bucket, check_window
+
+
+class QueueOptions(TypedDict, total=False):
+    """The settings of a SQL queue besides where its database is; see :class:`SqlQueue`."""
+
+    clock: Clock | None
+    visibility_timeout_s: float
+    retry: RetryPolicy | None
+    random: RandomFn
+
+
+class SqlQueue(ABC):
+    """A job queue whose jobs are rows of a SQL database; see the module docstring.
+
+    Args:
+        sql: the backend's statements by block name (:func:`jobqueue.backends.sql.load`).
+        clock: where the queue reads the time; default :class:`SystemClock` (seconds
+            since the epoch).
+        visibility_timeout_s: how long a claim hides a job, in seconds (> 0).
+        retry: retry policy of job types that do not bring their own.
+        random: source of jitter for retry delays, returning floats in ``[0, 1]``.
+
+    Raises:
+        InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0, or
+            ``retry`` is not a :class:`RetryPolicy`.
+
+    Every method is one transaction; calls are serialised by one lock, so threads and the
+    tasks of an event loop may share the queue. Introduced in lesson 11.
+    """
+
+    def __init__(
+        self,
+        sql: Mapping[str, str],
+        *,
+        clock: Clock | None = None,
+        visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        random: RandomFn = _random.random,
+    ) -> None:
+        self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.retry = check_retry(retry)
+        self.sql = sql
+        self._random = random
+        self._lock = threading.RLock()
+        self._outcomes = PendingOutcomes(self._lock)  # counted, not yet in jobqueue_outcomes
+        self._closed = False
+
+    # -- what each backend provides --------------------------------------------------------
+
+    @abstractmethod
+    def close(self) -> None:
+        """Write pending counts and close the database; closing twice is harmless."""
+
+    @abstractmethod
+    def _connection(self) -> AbstractContextManager[Any]:
+        """The connection, under the queue's lock, for statements that each commit on their own."""
+
+    @abstractmethod
+    def _transaction(self) -> AbstractContextManager[Any]:
+        """The connection inside one transaction: committed at the end, or rolled back."""
+
+    @abstractmethod
+    def _delete_acked(self, con: Any, leases: Sequence[Lease]) -> set[str]:
+        """Delete the jobs still held under ``leases``, in one statement; return the tokens acked."""
+
+    @abstractmethod
+    def _store_failure(self, con: Any, lease: Lease, failed: Failed, now: float) -> None:
+        """Inside a transaction, store what ``failed`` says of the leased job: a retry, or dead at ``now``."""
+
+    @abstractmethod
+    def _store_replay(self, con: Any, job: Job) -> Sequence[Any]:
+        """Inside the replay's transaction, store the replayed ``job`` as waiting; return its row."""
+
+    @abstractmethod
+    def _bury_corrupt(self, con: Any, job: Job, now: float) -> None:
+        """Dead-letter the live job whose row could not be read, as its salvaged stand-in ``job``."""
+
+    # -- the contract, once ------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @abstractmethod
+    def claim_many(self, limit: int) -> list[Lease]:
+        """Lease up to ``limit`` due jobs; see :meth:`JobQueue.claim_many`."""
+
+    def claim(self) -> Lease | None:
+        """Lease the job that has been claimable longest, or ``None``; see :meth:`JobQueue.claim`."""
+        leases = self.claim_many(1)
+        return leases[0] if leases else None
+
+    def ack(self, lease: Lease) -> None:
+        """Mark the leased job done: its row is deleted; see :meth:`JobQueue.ack`.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
+                changes.
+        """
+        with self._connection() as con:
+            if not self._delete_acked(con, [lease]):  # one statement, committed on its own
+                self._check_holder(con, lease)  # raises StaleLeaseError, saying why
+        self._outcomes.record(self.clock.now(), done=1, failed=0, store=self._store_outcomes)
+
+    def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
+        """Ack every lease still held, in one statement; return the stale ones.
+
+        A stale lease changes nothing and does not stop the others being acked. A lease
+        passed twice is acked once; its second copy is stale, as with :meth:`JobQueue.ack_many`.
+        """
+        if not leases:
+            return []
+        with self._connection() as con:
+            acked = self._delete_acked(con, leases)
+        return self._count_acked(leases, acked)
+
+    def _count_acked(self, leases: Sequence[Lease], acked: set[str]) -> list[Lease]:
+        """Count the committed acks (the tokens ``acked``) of ``leases``; return the stale leases."""
+        self._outcomes.record(self.clock.now(), done=len(acked), failed=0, store=self._store_outcomes)
+        return not_acked(leases, acked)
+
+    def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> Failed:
+        """Record a failed attempt: retry after a delay, or dead; see :meth:`JobQueue.fail`.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
+                changes.
+            InvalidSettingError: if ``error`` is neither an exception nor a str.
+        """
+        with self._transaction() as con:
+            job = self._check_holder(con, lease)
+            now = self.clock.now()
+            failed = rules.fail(job, error, permanent=permanent, now=now, random=self._random)
+            self._store_failure(con, lease, failed, now)
+        # Counted once committed: a rollback counts nothing.
+        self._outcomes.record(self.clock.now(), done=0, failed=1, store=self._store_outcomes)
+        return failed
+
+    def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
+        """Heartbeat: push the lease's end to ``now + by_s``; see :meth:`JobQueue.extend_lease`.
+
+        One statement, which changes the row only while ``lease`` is its current lease.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease.
+            InvalidSettingError: if ``by_s`` is not a finite number > 0.
+        """
+        extra_s = self.visibility_timeout_s if by_s is None else check_positive_seconds("by_s", by_s)
+        with self._connection() as con:
+            held = {"until": self.clock.now() + extra_s, "id": lease.job.id, "token": lease.token}
+            rows = con.execute(self.sql["extend"], held).fetchall()
+            if not rows:
+                self._check_holder(con, lease)  # raises StaleLeaseError, saying why
+        return Lease(job=JOB.read(rows[0]), token=lease.token)
+
+    def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job:
+        """Give a claimed job back unrun, due in ``delay_s``; see :meth:`JobQueue.release`.
+
+        One statement, which changes the row only while ``lease`` is its current lease (so
+        ``lease.job`` is the record :func:`jobqueue.backends.rules.release` starts from).
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease.
+            InvalidSettingError: if ``delay_s`` is not a finite number >= 0.
+        """
+        given_back = rules.release(lease.job, now=self.clock.now(), delay_s=check_delay_s(delay_s))
+        values = {"attempts": given_back.attempts, "run_at": given_back.run_at} | self._release_extras(
+            delay_s
+        )
+        with self._connection() as con:
+            rows = con.execute(self.sql["release"], values | {"id": lease.job.id, "token": lease.token})
+            found = rows.fetchall()
+            if not found:
+                self._check_holder(con, lease)  # raises StaleLeaseError, saying why
+        return JOB.read(found[0])
+
+    def replay(self, job_id: str) -> Job:
+        """Move a dead job back to waiting with a fresh budget; see :meth:`JobQueue.replay`.
+
+        Raises:
+            DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
+        """
+        check_job_id(job_id)
+        with self._transaction() as con:
+            now = self.clock.now()
+            found = con.execute(self.sql["dead_letter"], {"id": job_id}).fetchall()
+            if not found:
+                raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to replay")
+            row = self._store_replay(con, rules.replay(read_dead(found[0], now).job, now=now))
+        return JOB.read(row)
+
+    def discard(self, job_id: str) -> DeadLetter:
+        """Delete a dead letter that has been dealt with, and return it.
+
+        Raises:
+            DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
+        """
+        check_job_id(job_id)
+        with self._connection() as con:
+            rows = con.execute(self.sql["discard"], {"id": job_id}).fetchall()
+        if not rows:
+            raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
+        return read_dead(rows[0], self.clock.now())
+
+    def get(self, job_id: str) -> Job | None:
+        """The record of a waiting or leased job, or ``None`` (done, dead or never seen).
+
+        A row that cannot be read is dead-lettered (:class:`~jobqueue.errors.CorruptJobError`).
+
+        Raises:
+            InvalidSettingError: if ``job_id`` cannot be an id (see :func:`check_job_id`).
+        """
+        jobs = self._select_jobs("get", {"id": check_job_id(job_id)})
+        return jobs[0] if jobs else None
+
+    def jobs(self) -> list[Job]:
+        """Records of every waiting or leased job, in the order they become claimable.
+
+        Rows that cannot be read are dead-lettered with the reason
+        (:class:`~jobqueue.errors.CorruptJobError`) and left out.
+        """
+        return self._select_jobs("jobs", {})
+
+    def next_visible_at(self) -> float | None:
+        """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""
+        with self._connection() as con:
+            value = con.execute(self.sql["next_visible_at"]).fetchall()[0][0]
+        return None if value is None else float(value)
+
+    def metrics(self, window_s: float = DEFAULT_WINDOW_S) -> QueueMetrics:
+        """The numbers to watch now, with the failure rate over the last ``window_s`` seconds.
+
+        ``done`` and ``failed`` add up the counts of every process that shares the
+        database, each written within about a second of the outcome (this process's
+        are written first).
+
+        Raises:
+            InvalidSettingError: if ``window_s`` is not > 0 s or longer than a day.
+        """
+        check_window(window_s)
+        now = self.clock.now()
+        self._outcomes.write(now, self._store_outcomes)
+        with self._connection() as con:
+            found = con.execute(self.sql["metrics"], {"now": now, "since": bucket(now - window_s)})
+            row = found.fetchall()[0]
+        return QueueMetrics.from_row(now, window_s, row)
+
+    def __len__(self) -> int:
+        """Number of waiting or leased jobs (dead ones not included)."""
+        with self._connection() as con:
+            count: int = con.execute(self.sql["count"]).fetchall()[0][0]
+        return count
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _release_extras(self, delay_s: float) -> dict[str, Any]:
+        """Parameters a backend's ``release`` statement takes besides the shared ones (none here)."""
+        return {}
+
+    def _check_holder(self, con: Any, lease: Lease) -> Job:
+        """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
+        rows = con.execute(self.sql["holder"], {"id": lease.job.id}).fetchall()
+        if not rows:
+            return check_holder(lease, None, None)
+        return check_holder(lease, HELD.read(rows[0]), HELD.value(rows[0], "lease_token"))
+
+    def _select_jobs(self, name: str, params: dict[str, Any]) -> list[Job]:
+        """The jobs the SELECT ``name`` finds; rows that cannot be read are dead-lettered instead."""
+        query = self.sql[name]
+        with self._connection() as con:
+            rows = con.execute(query, params).fetchall()
+        try:
+            return [job_from_row(JOB.job_row(row)) for row in rows]
+        except CorruptJobError:  # rare: read again in a transaction that buries the bad rows
+            with self._transaction() as con:
+                rows = con.execute(query, params).fetchall()
+                return self._readable(con, rows, JOB, self.clock.now())
+
+    def _readable(self, con: Any, rows: Sequence[Sequence[Any]], columns: Columns, now: float) -> list[Job]:
+        """The jobs of live ``rows`` (of ``columns``), in order; unreadable rows are dead-lettered."""
+        jobs = []
+        for row in rows:
+            values = columns.job_row(row)
+            try:
+                jobs.append(job_from_row(values))
+            except CorruptJobError as exc:
+                self._bury_corrupt(con, salvage(values, exc), now)  # rare: one statement each is fine
+        return jobs
+
+    def _store_outcomes(self, columns: dict[str, list[int]], before: int) -> None:
+        """Add counted outcomes to ``jobqueue_outcomes``; forget seconds before ``before``."""
+        with self._transaction() as con:
+            con.execute(self.sql["count_outcomes"], columns)
+            con.execute(self.sql["forget_outcomes"], {"before": before})
