@@ -98,7 +98,7 @@ def test_a_role_without_the_privileges_it_needs_gets_one_named_error(
 ) -> None:
     with jq.PostgresQueue(reader) as queue:
         assert queue.jobs() == []  # reading is allowed
-        with pytest.raises(jq.QueuePrivilegeError, match="permission denied for (table|sequence) jobqueue_"):
+        with pytest.raises(jq.QueuePrivilegeError, match=r"permission denied for (table|sequence) jobqueue_"):
             queue.claim()
         with pytest.raises(jq.QueuePrivilegeError, match="SELECT, INSERT, UPDATE and DELETE"):
             queue.enqueue(PLAIN, Ping(1))

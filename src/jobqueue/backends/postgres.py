@@ -27,8 +27,11 @@ and adds what a database server allows and a DuckDB file does not:
 The SQL lives in ``postgres.sql`` beside this module, one named block per statement, with
 a comment on each clause that matters. Tables are prefixed ``jobqueue_`` and created on
 first use, with a schema version. Times are seconds since the epoch from the queue's
-clock, passed as parameters: every process must use the same wall clock
-(:class:`~jobqueue.clock.SystemClock`; a :class:`~jobqueue.clock.ManualClock` in tests).
+clock, passed as parameters. By default that clock is the server's
+(:class:`~jobqueue.clock.ServerClock`: this machine's clock plus an offset measured against
+the server when the queue opens and every minute), so workers on machines whose clocks
+disagree still agree on every lease; a :class:`~jobqueue.clock.ManualClock` passed in drives
+demos and tests.
 
 A dropped connection or a restarted server raises
 :class:`~jobqueue.errors.QueueUnavailableError` naming the server; the next call connects
@@ -69,6 +72,7 @@ from jobqueue.backends.rows import (
 )
 from jobqueue.backends.sqlqueue import QueueOptions, SqlQueue
 from jobqueue.census import EXACT_UP_TO, Census, State, tally
+from jobqueue.clock import ServerClock
 from jobqueue.errors import (
     CorruptJobError,
     InvalidSettingError,
@@ -144,8 +148,10 @@ class PostgresQueue(SqlQueue):
     Args:
         conninfo: where the database is: a URL (``postgresql://user@host:5432/db``) or a
             libpq ``key=value`` string.
-        clock: where the queue reads the time; default :class:`SystemClock` (seconds since
-            the epoch). Every process sharing the database must read the same clock.
+        clock: where the queue reads the time; default a :class:`ServerClock` that this
+            queue keeps in step with the server (seconds since the epoch), so every process
+            reads one clock whatever its machine's says. A clock passed in is used as it
+            is: every process sharing the database must then read the same time.
         visibility_timeout_s: how long a claim hides a job, in seconds (> 0).
         retry: retry policy of job types that do not bring their own.
         random: source of jitter for retry delays, returning floats in ``[0, 1]``.
@@ -179,6 +185,8 @@ class PostgresQueue(SqlQueue):
     def __init__(
         self, conninfo: str, *, transaction_pooler: bool = False, **options: Unpack[QueueOptions]
     ) -> None:
+        if options.get("clock") is None:  # the server's clock decides (see ServerClock)
+            options["clock"] = ServerClock()
         super().__init__(SQL, **options)
         self.transaction_pooler = transaction_pooler
         self._conninfo = conninfo  # may hold a password: messages use self.server
@@ -482,6 +490,9 @@ class PostgresQueue(SqlQueue):
                 except psycopg.OperationalError as exc:
                     raise self._unavailable(exc) from exc
             try:
+                if isinstance(self.clock, ServerClock) and self.clock.sync_due():
+                    con = self._con
+                    self.clock.sync(lambda: float(con.execute(SQL["server_time"]).fetchall()[0][0]))
                 yield self._con
             except (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName) as exc:
                 raise InvalidSettingError(

@@ -1,6 +1,7 @@
 -- The SQL of jobqueue.backends.postgres.PostgresQueue, one named block per statement.
--- Times are seconds since the epoch from the queue's clock, passed in as %(now)s: never
--- the server's now(), so a ManualClock drives the tests and every process agrees.
+-- Times are seconds since the epoch from the queue's clock, passed in as %(now)s. By default
+-- that clock reads the server's time (jobqueue.clock.ServerClock, synced with `server_time`),
+-- so every process agrees; a ManualClock passed in drives the demos and tests.
 -- {job_columns} and {dead_columns} stand for the select lists every backend reads rows with
 -- (filled in when this file is loaded, from jobqueue's one row-to-Job conversion), and
 -- {expiry_reason} and {lease_lost_reason} for the last_error of a job a claim dead-letters
@@ -127,6 +128,10 @@ SELECT version FROM jobqueue_schema;
 SELECT relname FROM pg_class
 WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p', 'S', 'v', 'm')
   AND relname LIKE 'jobqueue\_%' ORDER BY relname;
+
+-- name: server_time
+-- The server's clock, in seconds since the epoch (ServerClock measures its offset with it).
+SELECT extract(epoch FROM clock_timestamp())::float8;
 
 -- name: has_schema
 -- A plain query of the catalog, under this statement's snapshot: it sees a table another
