@@ -219,8 +219,9 @@ class Runner:
                 task.cancel()
             if running:
                 await asyncio.wait(running)
-            if isinstance(exc, asyncio.CancelledError):
-                self._settle_finished()  # cancelled, the queue still works: ack the jobs done
+            if isinstance(exc, asyncio.CancelledError):  # the queue still works: ack the jobs done
+                attempts, self._finished = self._finished, []
+                self.worker.settle(attempts)  # here, not in a thread: this task is being cancelled
             raise
         finally:
             stopping.cancel()
@@ -236,7 +237,7 @@ class Runner:
         until_idle: bool,
     ) -> bool:
         """Claim for the free slots, start jobs, wait for the next thing to do; True once idle."""
-        events.extend(self._keep_alive(waiting))
+        events.extend(await self._keep_alive(waiting))
         wanted = self.concurrency - len(running) + self.prefetch - len(waiting)
         if len(waiting) >= self.concurrency:
             wanted = 0  # enough claimed ahead: claim later, in a bigger batch
@@ -246,7 +247,7 @@ class Runner:
             or len(self._finished) >= self.concurrency + self.prefetch
             or self.clock.now() >= self._settle_by
         ):
-            settled, claimed = self._settle_finished(claim=max(wanted, 0))  # acks and claim: one commit
+            settled, claimed = await self._settle_finished(claim=max(wanted, 0))  # acks and claim: one commit
             events.extend(settled)
         else:
             claimed = []
@@ -282,7 +283,7 @@ class Runner:
         """When a waiting prefetched ``lease`` should be extended (seconds on the clock)."""
         return lease.expires_at - self._lease_s + self._refresh_s
 
-    def _keep_alive(self, waiting: deque[Lease]) -> list[JobEvent]:
+    async def _keep_alive(self, waiting: deque[Lease]) -> list[JobEvent]:
         """Extend the leases of prefetched jobs that are due for it; drop any found lost."""
         now = self.clock.now()
         if now < self._refresh_by:  # none is due yet: no need to look at each
@@ -292,7 +293,7 @@ class Runner:
             lease = waiting.popleft()
             if now >= self._refresh_due(lease):
                 try:
-                    lease = self.worker.keep(lease)
+                    lease = await self.worker.call(self.worker.keep, lease)
                 except StaleLeaseError as stale:
                     events.append(self.worker.record(lease, "stale", stale))
                     continue
@@ -335,19 +336,19 @@ class Runner:
             del running[task]
             self._finished.append(attempt)
             self._settle_by = min(self._settle_by, now + ACK_GROUP_S, attempt.lease.expires_at - ACK_GROUP_S)
-        events = self._keep_alive(waiting)
+        events = await self._keep_alive(waiting)
         if self._start(waiting, running):
             await asyncio.sleep(0)  # let the new jobs reach their first await before the acks
         return events
 
-    def _settle_finished(self, claim: int = 0) -> tuple[list[JobEvent], list[Lease]]:
+    async def _settle_finished(self, claim: int = 0) -> tuple[list[JobEvent], list[Lease]]:
         """Ack (in one batch) or fail the finished attempts not settled yet, and claim up to ``claim`` jobs.
 
         The acks and the claim go to the queue together (one transaction on a DurableQueue).
         Returns the events of the settled attempts and the claimed leases.
         """
         attempts, self._finished, self._settle_by = self._finished, [], float("inf")
-        return self.worker.settle_and_claim(attempts, claim)
+        return await self.worker.call(self.worker.settle_and_claim, attempts, claim)
 
     async def _shut_down(
         self, running: dict[asyncio.Task[Attempt], Lease], waiting: deque[Lease]
@@ -355,15 +356,15 @@ class Runner:
         """Give back prefetched jobs; let running ones finish within the grace period; give back the rest."""
         if self._log is not None and self._stopping.is_set():
             self._log(f"stopping: no new claims; {len(running)} running job(s) get up to {self.grace_s:g} s")
-        events = self._settle_finished()[0]
-        events += [self.worker.give_back(lease) for lease in waiting]
+        events = (await self._settle_finished())[0]
+        events += [await self.worker.call(self.worker.give_back, lease) for lease in waiting]
         waiting.clear()
         grace = asyncio.create_task(self._grace_over())
         hurry = asyncio.create_task(self._hurry.wait())
         try:
             while running and not grace.done() and not hurry.done():
                 events += await self._settle_next(running, waiting, {grace, hurry}, None)
-                events += self._settle_finished()[0]
+                events += (await self._settle_finished())[0]
         finally:
             grace.cancel()
             hurry.cancel()
@@ -376,9 +377,9 @@ class Runner:
         await asyncio.wait(running)
         for task, lease in running.items():
             if not task.cancelled() and task.exception() is None:
-                events += self.worker.settle([task.result()])  # finished while being cancelled
+                events += await self.worker.call(self.worker.settle, [task.result()])  # finished meanwhile
             else:
-                events.append(self.worker.give_back(lease))
+                events.append(await self.worker.call(self.worker.give_back, lease))
         return events
 
     async def _grace_over(self) -> bool:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from jobqueue.backends import rules
-from jobqueue.backends.contract import AcksAndClaims, Queue, ack_then_claim
+from jobqueue.backends.contract import AcksAndClaims, CallsBlock, Queue, ack_then_claim
 from jobqueue.clock import SleepingClock
 from jobqueue.errors import (
     CircuitOpenError,
@@ -58,6 +58,7 @@ from jobqueue.errors import (
 from jobqueue.job import Job, JobType, Lease, check_positive_seconds
 
 P = TypeVar("P")
+R = TypeVar("R")
 
 Handler = Callable[[P], Awaitable[None]]
 """An async function that does one job's work, given its payload."""
@@ -266,6 +267,8 @@ class Worker:
         self._sleep: Callable[[float], Awaitable[None]] = (
             clock.sleep if isinstance(clock, SleepingClock) else asyncio.sleep
         )
+        # Queue calls in threads when they wait on a server (decided once, too).
+        self._in_threads = isinstance(queue, CallsBlock) and queue.calls_block()
         # Acks and the next claim: in one transaction if the queue can (decided once, too).
         self._ack_and_claim: Callable[[Sequence[Lease], int], tuple[list[Lease], list[Lease]]] = (
             queue.ack_and_claim
@@ -319,6 +322,18 @@ class Worker:
                 f"no handler registered for job type {type_name!r} (registered: {known})"
             ) from None
 
+    async def call(self, method: Callable[..., R], *args: Any) -> R:
+        """Run ``method(*args)``, a call that reaches the queue, without blocking the event loop.
+
+        In a thread (:func:`asyncio.to_thread`) when the queue's calls wait on a server
+        (:class:`~jobqueue.backends.contract.CallsBlock`), so handlers and heartbeats go on
+        while it waits; else right here. A :class:`~jobqueue.runner.Runner` makes its
+        settles, claims, extensions and give-backs through it. Introduced in lesson 12.
+        """
+        if self._in_threads:
+            return await asyncio.to_thread(method, *args)
+        return method(*args)
+
     async def run_one(self) -> JobEvent | None:
         """Claim one due job and run it; return what happened, or ``None`` if none was due.
 
@@ -327,10 +342,11 @@ class Worker:
         refused, or the ack or fail raised :class:`~jobqueue.errors.StaleLeaseError`),
         the event's outcome is ``"stale"`` and the queue is left as the new holder has it.
         """
-        lease = self.queue.claim()
+        lease = await self.call(self.queue.claim)
         if lease is None:
             return None
-        return self.settle([await self.execute(lease)])[0]
+        attempt = await self.execute(lease)
+        return (await self.call(self.settle, [attempt]))[0]
 
     async def execute(self, lease: Lease) -> Attempt:
         """Run the handler of a claimed job (with the heartbeat, if set), but neither ack nor fail.
@@ -581,7 +597,7 @@ class Worker:
         while True:
             await clock.sleep(self.heartbeat_s)
             try:
-                lease = self.queue.extend_lease(lease)
+                lease = await self.call(self.queue.extend_lease, lease)
             except QueueUnavailableError:
                 continue  # the queue's server is away: try again at the next beat
             except StaleLeaseError as stale:

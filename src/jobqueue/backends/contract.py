@@ -147,6 +147,19 @@ class AcksAndClaims(Protocol):
 
 
 @runtime_checkable
+class CallsBlock(Protocol):
+    """A queue whose calls wait on a server: a Worker makes them in threads, off its event loop.
+
+    While a call waits (a lock held elsewhere, a slow network, a server gone), handlers and
+    heartbeats on the event loop go on. :class:`~jobqueue.backends.postgres.PostgresQueue`
+    has it. Introduced in lesson 12.
+    """
+
+    def calls_block(self) -> bool:
+        """Whether calls should run in threads now; ``False`` (a demo's manual clock): in the caller's."""
+
+
+@runtime_checkable
 class ClaimsAhead(Protocol):
     """A queue whose calls cost so much that a runner should claim at least this many jobs at once.
 

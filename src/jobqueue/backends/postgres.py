@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import aclosing, contextmanager, suppress
@@ -72,7 +73,7 @@ from jobqueue.backends.rows import (
 )
 from jobqueue.backends.sqlqueue import QueueOptions, SqlQueue
 from jobqueue.census import EXACT_UP_TO, Census, State, tally
-from jobqueue.clock import ServerClock
+from jobqueue.clock import ManualClock, ServerClock
 from jobqueue.errors import (
     CorruptJobError,
     InvalidSettingError,
@@ -155,6 +156,19 @@ class PostgresQueue(SqlQueue):
         visibility_timeout_s: how long a claim hides a job, in seconds (> 0).
         retry: retry policy of job types that do not bring their own.
         random: source of jitter for retry delays, returning floats in ``[0, 1]``.
+        connect_timeout_s: seconds a connection attempt may take (libpq's
+            ``connect_timeout``, whole seconds, at least 2; default 10), unless ``conninfo``
+            sets its own: without one libpq waits for TCP, minutes for a server that is gone.
+        statement_timeout_s: seconds any one of the queue's statements may run, waiting for
+            a lock included (default 30; ``None``: no limit). Past it the server cancels the
+            statement and the call raises :class:`QueueUnavailableError`, which a
+            :class:`~jobqueue.runner.Runner` waits out. Set on the queue's own connections
+            only, never on a caller's ``conn``; behind a transaction pooler, set it on the
+            role instead (``ALTER ROLE ... SET statement_timeout``).
+        keepalive_idle_s: seconds a connection may be silent before TCP keepalives probe
+            the server (default 30; probes every 10 s, given up after 3), unless ``conninfo``
+            sets its own: a server or network that vanished is noticed in about a minute,
+            not the two hours of Linux's default.
         transaction_pooler: ``True`` when ``conninfo`` leads to a pooler in transaction
             mode (PgBouncer's ``pool_mode = transaction``, RDS Proxy, Supavisor), which
             hands the server connection to another client after each transaction. The
@@ -174,16 +188,26 @@ class PostgresQueue(SqlQueue):
             tables at once.
         InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0.
 
-    Every method is one transaction. One queue object holds one connection, shared by the
-    tasks of an event loop or by threads (calls are serialised); open one queue per process
-    and as many processes as you like. A claim costs O(log n) in the backlog (an index on
-    the visible time). Use it as a context manager, or call :meth:`close`.
+    Every method is one transaction. One queue object holds a connection per thread that
+    calls it, so calls made from several threads at once (a
+    :class:`~jobqueue.runner.Runner` makes its calls in threads, beside its event loop) do
+    not wait for each other: a claim that waits for a lock does not hold up a heartbeat.
+    Open one queue per process and as many processes as you like. A claim costs O(log n)
+    in the backlog (an index on the visible time). Use it as a context manager, or call
+    :meth:`close`.
 
     Introduced in lesson 12.
     """
 
     def __init__(
-        self, conninfo: str, *, transaction_pooler: bool = False, **options: Unpack[QueueOptions]
+        self,
+        conninfo: str,
+        *,
+        connect_timeout_s: float = 10.0,
+        statement_timeout_s: float | None = 30.0,
+        keepalive_idle_s: float = 30.0,
+        transaction_pooler: bool = False,
+        **options: Unpack[QueueOptions],
     ) -> None:
         if options.get("clock") is None:  # the server's clock decides (see ServerClock)
             options["clock"] = ServerClock()
@@ -191,10 +215,20 @@ class PostgresQueue(SqlQueue):
         self.transaction_pooler = transaction_pooler
         self._conninfo = conninfo  # may hold a password: messages use self.server
         self.server = describe_server(conninfo)
-        self._con: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._local = threading.local()  # .con: this thread's connection; .fenced: its floor raised
+        self._cons: list[psycopg.Connection[Any]] = []  # every connection opened, to close
+        self._connect_options = _connect_options(
+            conninfo,
+            connect_timeout_s=check_positive_seconds("connect_timeout_s", connect_timeout_s),
+            keepalive_idle_s=check_positive_seconds("keepalive_idle_s", keepalive_idle_s),
+        )
+        self.statement_timeout_s = (
+            None
+            if statement_timeout_s is None
+            else check_positive_seconds("statement_timeout_s", statement_timeout_s)
+        )
         self._listener: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
         self._listener_loop: asyncio.AbstractEventLoop | None = None
-        self._fenced: object = None  # the connection whose fencing floor was raised (see claim_many)
         try:
             with self._transaction() as con:
                 _create_schema(con, self.server)
@@ -211,8 +245,8 @@ class PostgresQueue(SqlQueue):
                 return
             with suppress(QueueUnavailableError):  # counts lost with the server: only metrics use them
                 self._outcomes.write(self.clock.now(), self._store_outcomes)
-            if self._con is not None:
-                self._con.close()
+            for con in self._cons:
+                con.close()
             if self._listener is not None:
                 self._listener.pgconn.finish()  # an async connection's socket, closed without a loop
             self._closed = True
@@ -299,11 +333,11 @@ class PostgresQueue(SqlQueue):
                 rows.append(index)
         results: dict[int, Enqueued] = {}
         with self._connection(conn) as con:
-            if ids is None and con is self._con:
+            if ids is None and self._is_own(con):
                 rows = self._insert_fresh(con, job_type, data, results, chosen)
             while rows:  # more than once only when a fresh id was taken meanwhile
                 rows = self._insert(con, job_type, [(i, wanted[i], data[i]) for i in rows], results, chosen)
-            if con is self._con and any(entry.added for entry in results.values()):
+            if self._is_own(con) and any(entry.added for entry in results.values()):
                 self._notify(con)  # after the commit (see postgres.sql)
         for index, job_id in enumerate(wanted):
             if index not in results:  # a repeated id: the first copy's record, not added by it
@@ -361,10 +395,10 @@ class PostgresQueue(SqlQueue):
         check_count("limit", limit)
         leases: list[Lease] = []
         with self._connection() as con:
-            if self._fenced is not con:  # a new connection: pass over the tokens a crash may have lost
+            if not getattr(self._local, "fenced", False):  # a new connection: pass over lost tokens
                 with con.transaction():
                     con.execute(SQL["fencing_floor"])
-                self._fenced = con
+                self._local.fenced = True
             buried = 1
             while buried and len(leases) < limit:  # buried jobs took up places: look again
                 now = self.clock.now()
@@ -384,6 +418,14 @@ class PostgresQueue(SqlQueue):
                         else:
                             buried += 1
         return leases
+
+    def calls_block(self) -> bool:
+        """Whether a :class:`~jobqueue.worker.Worker` should make this queue's calls in threads.
+
+        Yes, unless the clock is a :class:`~jobqueue.clock.ManualClock`: a demo or a test
+        drives time by hand, and its calls stay in order on one thread.
+        """
+        return not isinstance(self.clock, ManualClock)
 
     def _release_extras(self, delay_s: float) -> dict[str, Any]:
         """``wake``: a job given back due now wakes a listening worker; one deferred does not."""
@@ -478,39 +520,62 @@ class PostgresQueue(SqlQueue):
         if conn is not None:
             yield conn
             return
+        self._check_open()
+        own = self._own()
+        try:
+            if isinstance(self.clock, ServerClock) and self.clock.sync_due():
+                self.clock.sync(lambda: float(own.execute(SQL["server_time"]).fetchall()[0][0]))
+            yield own
+        except (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName) as exc:
+            raise InvalidSettingError(
+                f"{self.server} lost this queue's prepared statements ({exc.sqlstate}): it looks"
+                " like a pooler in transaction mode; open the queue with transaction_pooler=True"
+                " (jobqueue's CLI: --transaction-pooler)"
+            ) from exc
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise QueuePrivilegeError(
+                f"{self.server} refused this queue's role: {exc.diag.message_primary}. The role"
+                " needs to create the jobqueue_ tables on first use, then SELECT, INSERT, UPDATE"
+                " and DELETE on them and USAGE on their sequences"
+            ) from exc
+        except psycopg.errors.QueryCanceled as exc:
+            raise QueueUnavailableError(
+                f"{self.server} cancelled a statement of this queue after statement_timeout_s="
+                f"{self.statement_timeout_s} s (a lock held elsewhere, or an overloaded server);"
+                " nothing of it was kept"
+            ) from exc
+        except psycopg.OperationalError as exc:
+            if not (own.broken or own.closed):
+                raise  # the server answered (a cancelled query, say): not a lost connection
+            own.close()
+            raise self._unavailable(exc) from exc
+
+    def _own(self) -> psycopg.Connection[Any]:
+        """This thread's connection to the queue, opened (or opened again) as needed."""
+        con: psycopg.Connection[Any] | None = getattr(self._local, "con", None)
+        if con is not None and not con.closed:
+            return con
+        try:
+            if self.transaction_pooler:  # no session state: see __init__
+                con = psycopg.connect(
+                    self._conninfo, autocommit=True, prepare_threshold=None, **self._connect_options
+                )
+            else:
+                con = psycopg.connect(self._conninfo, autocommit=True, **self._connect_options)
+                con.execute(SQL["generic_plans"].encode())  # two statements, no parameters
+                if self.statement_timeout_s is not None:
+                    ms = str(round(self.statement_timeout_s * 1000))
+                    con.execute(SQL["set_statement_timeout"], {"ms": ms})
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
         with self._lock:
-            self._check_open()
-            if self._con is None or self._con.closed:
-                try:
-                    if self.transaction_pooler:  # no session state: see __init__
-                        self._con = psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=None)
-                    else:
-                        self._con = psycopg.connect(self._conninfo, autocommit=True)
-                        self._con.execute(SQL["generic_plans"].encode())  # two statements, no parameters
-                except psycopg.OperationalError as exc:
-                    raise self._unavailable(exc) from exc
-            try:
-                if isinstance(self.clock, ServerClock) and self.clock.sync_due():
-                    con = self._con
-                    self.clock.sync(lambda: float(con.execute(SQL["server_time"]).fetchall()[0][0]))
-                yield self._con
-            except (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName) as exc:
-                raise InvalidSettingError(
-                    f"{self.server} lost this queue's prepared statements ({exc.sqlstate}): it looks"
-                    " like a pooler in transaction mode; open the queue with transaction_pooler=True"
-                    " (jobqueue's CLI: --transaction-pooler)"
-                ) from exc
-            except psycopg.errors.InsufficientPrivilege as exc:
-                raise QueuePrivilegeError(
-                    f"{self.server} refused this queue's role: {exc.diag.message_primary}. The role"
-                    " needs to create the jobqueue_ tables on first use, then SELECT, INSERT, UPDATE"
-                    " and DELETE on them and USAGE on their sequences"
-                ) from exc
-            except psycopg.OperationalError as exc:
-                if not (self._con.broken or self._con.closed):
-                    raise  # the server answered (a cancelled query, say): not a lost connection
-                self._con.close()
-                raise self._unavailable(exc) from exc
+            self._cons = [*(c for c in self._cons if not c.closed), con]
+        self._local.con, self._local.fenced = con, False
+        return con
+
+    def _is_own(self, con: psycopg.Connection[Any]) -> bool:
+        """Whether ``con`` is this thread's connection of the queue (not a caller's ``conn``)."""
+        return con is getattr(self._local, "con", None)
 
     def _check_open(self) -> None:
         """Raise :class:`QueueUnavailableError` if the queue was closed."""
@@ -638,7 +703,7 @@ class PostgresQueue(SqlQueue):
         """
         if self.transaction_pooler:
             return False
-        return True if con is self._con else None
+        return True if self._is_own(con) else None
 
     # -- the dashboard's reads (ShowsOverview) ------------------------------------------
 
@@ -735,6 +800,29 @@ def describe_server(conninfo: str) -> str:
     port = params.get("port") or "5432"
     database = params.get("dbname") or params.get("user") or "postgres"
     return f"PostgreSQL at {host}:{port}, database {database}"
+
+
+KEEPALIVE_INTERVAL_S = 10
+"""Seconds between TCP keepalive probes of a silent connection."""
+
+KEEPALIVE_COUNT = 3
+"""Unanswered keepalive probes after which the connection counts as lost."""
+
+
+def _connect_options(conninfo: str, *, connect_timeout_s: float, keepalive_idle_s: float) -> dict[str, Any]:
+    """The libpq settings of the queue's connections: a connect timeout and TCP keepalives.
+
+    A setting ``conninfo`` gives itself is left to it.
+    """
+    given = conninfo_to_dict(conninfo)
+    options: dict[str, Any] = {
+        "connect_timeout": max(2, round(connect_timeout_s)),  # libpq: whole seconds, at least 2
+        "keepalives": 1,
+        "keepalives_idle": max(1, round(keepalive_idle_s)),
+        "keepalives_interval": KEEPALIVE_INTERVAL_S,
+        "keepalives_count": KEEPALIVE_COUNT,
+    }
+    return {key: value for key, value in options.items() if key not in given}
 
 
 def hide_password(conninfo: str) -> str:

@@ -129,6 +129,10 @@ SELECT relname FROM pg_class
 WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p', 'S', 'v', 'm')
   AND relname LIKE 'jobqueue\_%' ORDER BY relname;
 
+-- name: set_statement_timeout
+-- How long any statement on the queue's own connection may run, lock waits included, in ms.
+SELECT set_config('statement_timeout', %(ms)s, false);
+
 -- name: server_time
 -- The server's clock, in seconds since the epoch (ServerClock measures its offset with it).
 SELECT extract(epoch FROM clock_timestamp())::float8;
