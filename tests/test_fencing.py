@@ -69,7 +69,7 @@ def duckdb_path(tmp_path: Path) -> Path:
 
 
 def in_memory(clock: ManualClock, _: Any) -> Queue:
-    return JobQueue(clock, visibility_timeout_s=LEASE_S)
+    return JobQueue(clock=clock, visibility_timeout_s=LEASE_S)
 
 
 def in_duckdb(clock: ManualClock, path: Path) -> Queue:
