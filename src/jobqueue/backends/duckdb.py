@@ -62,7 +62,6 @@ from jobqueue.backends.rows import (
     NEW_COLUMNS,
     dead_from_row,
     new_job_values,
-    read_dead,
     salvage_dead,
     stored_values,
 )
@@ -524,39 +523,6 @@ class DurableQueue(SqlQueue):
             rows = con.execute(SQL["census"], {"now": now}).fetchall()
             oldest = con.execute(SQL["oldest_waiting"], {"now": now}).fetchall()[0][0]
         return Census(at=now, by_type=tally(rows), estimated=frozenset(), oldest_waiting_age_s=float(oldest))
-
-    def leased_jobs(self, limit: int) -> list[Job]:
-        """Up to ``limit`` jobs under an unexpired lease, the lease that ends first first.
-
-        Raises:
-            InvalidSettingError: if ``limit`` is not an int >= 1.
-        """
-        check_count("limit", limit)
-        with self._connection() as con:
-            rows = con.execute(SQL["leased_jobs"], {"now": self.clock.now(), "limit": limit}).fetchall()
-        return [JOB.read(row) for row in rows]
-
-    def newest_dead_letters(self, limit: int) -> list[DeadLetter]:
-        """Up to ``limit`` dead letters, the latest death first (unreadable ones salvaged, not rewritten).
-
-        Raises:
-            InvalidSettingError: if ``limit`` is not an int >= 1.
-        """
-        check_count("limit", limit)
-        with self._connection() as con:  # nothing is rewritten: no transaction to commit
-            rows = con.execute(SQL["newest_dead_letters"], {"limit": limit}).fetchall()
-        now = self.clock.now()
-        return [read_dead(row, now) for row in rows]
-
-    def outcome_counts(self, since: int) -> list[tuple[int, int, int]]:
-        """``(second, done, failed)`` per one-second bucket from the second ``since`` on, oldest first.
-
-        The counts not yet written are written first, so the last second is complete.
-        """
-        self._outcomes.write(self.clock.now(), self._store_outcomes)
-        with self._connection() as con:
-            rows = con.execute(SQL["outcome_counts"], {"since": since}).fetchall()
-        return [(int(second), int(done), int(failed)) for second, done, failed in rows]
 
 
 def _check_path(path: object) -> str:

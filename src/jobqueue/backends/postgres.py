@@ -734,40 +734,6 @@ class PostgresQueue(SqlQueue):
             oldest = con.execute(SQL["oldest_waiting"], {"now": now}).fetchall()[0][0]
         return Census(at=now, by_type=tally(rows), estimated=estimated, oldest_waiting_age_s=float(oldest))
 
-    def leased_jobs(self, limit: int) -> list[Job]:
-        """Up to ``limit`` jobs under an unexpired lease, the lease that ends first first.
-
-        Raises:
-            InvalidSettingError: if ``limit`` is not an int >= 1.
-        """
-        check_count("limit", limit)
-        with self._connection() as con:
-            rows = con.execute(SQL["leased_jobs"], {"now": self.clock.now(), "limit": limit}).fetchall()
-        return [JOB.read(row) for row in rows]
-
-    def newest_dead_letters(self, limit: int) -> list[DeadLetter]:
-        """Up to ``limit`` dead letters, the latest death first (unreadable ones salvaged).
-
-        Raises:
-            InvalidSettingError: if ``limit`` is not an int >= 1.
-        """
-        check_count("limit", limit)
-        with self._connection() as con:
-            rows = con.execute(SQL["newest_dead_letters"], {"limit": limit}).fetchall()
-        now = self.clock.now()
-        return [read_dead(row, now) for row in rows]
-
-    def outcome_counts(self, since: int) -> list[tuple[int, int, int]]:
-        """``(second, done, failed)`` per one-second bucket from the second ``since`` on, oldest first.
-
-        Every process's counts, each written within about a second of the outcome (this
-        process's are written first).
-        """
-        self._outcomes.write(self.clock.now(), self._store_outcomes)
-        with self._connection() as con:
-            rows = con.execute(SQL["outcome_counts"], {"since": since}).fetchall()
-        return [(int(second), int(done), int(failed)) for second, done, failed in rows]
-
 
 def _claim_order(row: Sequence[Any]) -> int:
     """Sort key of a row of the claim: its new serial, which the claim gave in claim order."""

@@ -39,6 +39,7 @@ from jobqueue.job import (
     Job,
     Lease,
     RetryPolicy,
+    check_count,
     check_job_id,
     check_positive_seconds,
     check_retry,
@@ -301,6 +302,42 @@ class SqlQueue(ABC):
         with self._connection() as con:
             count: int = con.execute(self.sql["count"]).fetchall()[0][0]
         return count
+
+    # -- the dashboard's reads (ShowsOverview; each backend counts its census itself) -----
+
+    def leased_jobs(self, limit: int) -> list[Job]:
+        """Up to ``limit`` jobs under an unexpired lease, the lease that ends first first.
+
+        Raises:
+            InvalidSettingError: if ``limit`` is not an int >= 1.
+        """
+        check_count("limit", limit)
+        with self._connection() as con:
+            rows = con.execute(self.sql["leased_jobs"], {"now": self.clock.now(), "limit": limit}).fetchall()
+        return [JOB.read(row) for row in rows]
+
+    def newest_dead_letters(self, limit: int) -> list[DeadLetter]:
+        """Up to ``limit`` dead letters, the latest death first (unreadable ones salvaged, not rewritten).
+
+        Raises:
+            InvalidSettingError: if ``limit`` is not an int >= 1.
+        """
+        check_count("limit", limit)
+        with self._connection() as con:  # nothing is rewritten: no transaction to commit
+            rows = con.execute(self.sql["newest_dead_letters"], {"limit": limit}).fetchall()
+        now = self.clock.now()
+        return [read_dead(row, now) for row in rows]
+
+    def outcome_counts(self, since: int) -> list[tuple[int, int, int]]:
+        """``(second, done, failed)`` per one-second bucket from the second ``since`` on, oldest first.
+
+        Every process's counts, each written within about a second of the outcome (this
+        process's are written first, so the last second is complete).
+        """
+        self._outcomes.write(self.clock.now(), self._store_outcomes)
+        with self._connection() as con:
+            rows = con.execute(self.sql["outcome_counts"], {"since": since}).fetchall()
+        return [(int(second), int(done), int(failed)) for second, done, failed in rows]
 
     # -- internals ---------------------------------------------------------------------
 
