@@ -16,10 +16,13 @@ Two databases on each server, made by PostgresQueue (its tables and indexes):
 - *due only*: the same ``--due`` jobs, nothing else.
 
 Both are vacuumed and analysed. In each, a claim of one job is timed ``--claims`` times
-(default 200) for each form of the claim, the forms taking turns in rounds of 20 (so
-``--due`` must hold 3 x (``--claims`` + 5) jobs); the median counts. Each claimed job is
-acked at once, untimed: the ack waits for the disk (``fsync``), whose time varies far more
-than the claim's. The forms, each one statement that picks the job ``FOR UPDATE SKIP
+(default 200) for each form of the claim, the databases and the forms taking turns in
+rounds of 20 (so ``--due`` must hold 3 x (``--claims`` + 5) jobs); the median counts.
+The time is the CPU time of the server process serving the claim (Linux
+``/proc/<pid>/schedstat``, as ``postgres_row_costs.py``), so the server must run on this
+machine; on a shared machine the wall-clock time of a claim of well under a millisecond
+varies with everyone else's load far more than with the claim. Each claimed job is acked
+at once, untimed. The forms, each one statement that picks the job ``FOR UPDATE SKIP
 LOCKED`` and writes its lease as PostgresQueue's claim does (attempts, lease end, token,
 new serial; committed without waiting for the disk; the ack a ``DELETE`` by id and token),
 on a connection set up as PostgresQueue's (prepared statements, generic plans, no
@@ -35,8 +38,8 @@ sequential scans):
   The outer ``LIMIT`` stops the walk once enough jobs are locked.
 - ``PostgresQueue``: its own ``claim()`` + ``ack()``, whatever ``postgres.sql`` holds.
 
-Prints, per server and form, the median claim in milliseconds with and without the
-backlog and their ratio; goal: the backlog costs at most 1.5x (``--goal``) for the loose
+Prints, per server and form, the server's median CPU time for one claim in milliseconds
+with and without the backlog, and their ratio; goal: the backlog costs at most 1.5x (``--goal``) for the loose
 index scan and for PostgresQueue. PostgreSQL 18 is the course's server
 (:func:`jobqueue.teaching.postgres_server.database_url`); PostgreSQL 16 is started for the
 run from the binaries of PyPI's ``pgserver`` (``--pg16-bin``, default
@@ -120,7 +123,7 @@ ACK = "DELETE FROM jobqueue_jobs WHERE id = %(id)s AND lease_token = %(token)s"
 SESSION = ("SET plan_cache_mode = force_generic_plan", "SET enable_seqscan = off")  # as PostgresQueue's
 
 ClaimAndAck = Callable[[], float]
-"""Claims one job and acks it; returns the seconds the claim took (the ack not counted)."""
+"""Claims one job and acks it; returns the server's CPU seconds for the claim (the ack not counted)."""
 
 
 def fill(url: str, backlog: int, due: int) -> None:
@@ -143,16 +146,25 @@ def fill(url: str, backlog: int, due: int) -> None:
         con.execute("VACUUM ANALYZE jobqueue_jobs")
 
 
+def server_seconds(pid: int) -> float:
+    """CPU seconds server process ``pid`` has used so far (Linux ``/proc/<pid>/schedstat``)."""
+    stat = Path(f"/proc/{pid}/schedstat")
+    if not stat.exists():
+        raise SystemExit(f"no process {pid} here: run with a PostgreSQL server on this machine")
+    return int(stat.read_text().split()[0]) / 1e9
+
+
 def raw_form(con: psycopg.Connection[Any], pick: str) -> ClaimAndAck:
     statement = CLAIM.format(pick=pick)
+    pid = con.info.backend_pid
 
     def claim_and_ack() -> float:
-        start = time.perf_counter()
+        start = server_seconds(pid)
         now = time.time()
         rows = con.execute(
             statement, {"now": now, "until": now + LEASE_S, "limit": 1}, prepare=True
         ).fetchall()
-        took = time.perf_counter() - start
+        took = server_seconds(pid) - start
         if len(rows) != 1:
             raise RuntimeError(f"a claim returned {len(rows)} jobs, not 1")
         job_id, token = rows[0]
@@ -163,11 +175,13 @@ def raw_form(con: psycopg.Connection[Any], pick: str) -> ClaimAndAck:
     return claim_and_ack
 
 
-def queue_form(queue: PostgresQueue) -> ClaimAndAck:
+def queue_form(queue: PostgresQueue, pid: int) -> ClaimAndAck:
+    """PostgresQueue's claim, timed on ``pid``, the server process of the queue's own connection."""
+
     def claim_and_ack() -> float:
-        start = time.perf_counter()
+        start = server_seconds(pid)
         lease = queue.claim()
-        took = time.perf_counter() - start
+        took = server_seconds(pid) - start
         if lease is None or lease.job.priority != 0:
             raise RuntimeError(f"PostgresQueue claimed {lease}, not a due job of priority 0")
         queue.ack(lease)
@@ -176,24 +190,26 @@ def queue_form(queue: PostgresQueue) -> ClaimAndAck:
     return claim_and_ack
 
 
-def timings(url: str, claims: int) -> dict[str, float]:
-    """Median claim of each form in ms (each acked, untimed) on database ``url``, the forms taking turns."""
+@contextmanager
+def claim_forms(url: str) -> Iterator[dict[str, ClaimAndAck]]:
+    """The three forms of the claim on database ``url``, each warmed up (plans made, pages read)."""
     with psycopg.connect(url, autocommit=True) as con, PostgresQueue(url) as queue:
         for setting in SESSION:
             con.execute(setting)
+        len(queue)  # the queue opens its connection: the one server process besides ours
+        (queue_pid,) = con.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchall()
         forms = {
             "priority order": raw_form(con, PRIORITY_ORDER),
             "loose index scan": raw_form(con, LOOSE_INDEX_SCAN),
-            "PostgresQueue": queue_form(queue),
+            "PostgresQueue": queue_form(queue, queue_pid[0]),
         }
-        for form in forms.values():  # warm-up: plans made, pages read
+        for form in forms.values():
             for _ in range(WARM_UP):
                 form()
-        samples: dict[str, list[float]] = {name: [] for name in forms}
-        for _ in range(0, claims, ROUND):
-            for name, form in forms.items():
-                samples[name].extend(form() * 1000 for _ in range(ROUND))
-        return {name: statistics.median(values) for name, values in samples.items()}
+        yield forms
 
 
 def server_version(url: str) -> str:
@@ -235,13 +251,24 @@ def pg16_server(bin_path: Path) -> Iterator[str]:
 
 
 def measure(server: str, args: argparse.Namespace) -> dict[str, tuple[float, float]]:
-    """Per form: (median ms with the backlog, median ms with the due jobs only)."""
-    results: dict[str, dict[str, float]] = {}
-    for scenario, backlog in (("backlog", args.backlog), ("due only", 0)):
-        with scratch_database(f"bench_{uuid.uuid4().hex[:12]}", server) as url:
-            fill(url, backlog, args.due)
-            results[scenario] = timings(url, args.claims)
-    return {form: (results["backlog"][form], results["due only"][form]) for form in results["backlog"]}
+    """Per form: (median ms with the backlog, median ms with the due jobs only).
+
+    Both databases are filled first; then the scenarios and the forms take turns, so that
+    a burst of load elsewhere falls on every figure alike.
+    """
+    names = [f"bench_{uuid.uuid4().hex[:12]}" for _ in range(2)]
+    with scratch_database(names[0], server) as with_backlog, scratch_database(names[1], server) as due_only:
+        fill(with_backlog, args.backlog, args.due)
+        fill(due_only, 0, args.due)
+        with claim_forms(with_backlog) as backlog_forms, claim_forms(due_only) as due_forms:
+            scenarios = {"backlog": backlog_forms, "due only": due_forms}
+            samples = {(scenario, form): [] for scenario in scenarios for form in backlog_forms}
+            for _ in range(0, args.claims, ROUND):
+                for scenario, forms in scenarios.items():
+                    for form, claim in forms.items():
+                        samples[scenario, form].extend(claim() * 1000 for _ in range(ROUND))
+    median = {key: statistics.median(values) for key, values in samples.items()}
+    return {form: (median["backlog", form], median["due only", form]) for form in backlog_forms}
 
 
 def main() -> None:
@@ -256,8 +283,8 @@ def main() -> None:
     if args.due < needed:
         parser.error(f"--claims {args.claims} takes {needed} due jobs, more than --due {args.due}")
     print(
-        f"one claim (ms, median of {args.claims}) with {args.backlog:,} jobs of priority 1 not yet due"
-        f" and {args.due:,} due at priority 0, against the {args.due:,} due jobs only"
+        f"server CPU time of one claim (ms, median of {args.claims}) with {args.backlog:,} jobs of"
+        f" priority 1 not yet due and {args.due:,} due at priority 0, against the {args.due:,} due only"
     )
     missed: list[str] = []
 
