@@ -44,9 +44,11 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -235,26 +237,27 @@ LEFT: dict[str, Callable[[str], str | None]] = {
 
 def run_row(server: str, name: str, jobs: int, workers: int) -> float:
     """Seconds from starting ``workers`` processes of ``name`` to the last one's exit, every job done."""
-    with scratch_database(f"bench_{uuid.uuid4().hex[:12]}", server) as url:
+    with scratch_database(f"bench_{uuid.uuid4().hex[:12]}", server) as url, ExitStack() as files:
         FILL[name](url, jobs)
         python_path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH", "")]))
         env = os.environ | {URL_VARIABLE: url, "PYTHONPATH": python_path}
+        # stderr to files, not pipes: a worker blocked on a full pipe would wait for us
+        logs = [files.enter_context(tempfile.TemporaryFile()) for _ in range(workers)]
         start = time.monotonic()
         procs = [
             subprocess.Popen(
-                command(name, url),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
+                command(name, url), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
             )
-            for _ in range(workers)
+            for log in logs
         ]
-        errors = [proc.communicate(timeout=1_800)[1] for proc in procs]
+        for proc in procs:
+            proc.wait(timeout=1_800)
         took = time.monotonic() - start
-        for proc, error in zip(procs, errors, strict=True):
+        for proc, log in zip(procs, logs, strict=True):
             if proc.returncode != 0:
-                raise RuntimeError(f"{name}: a worker exited {proc.returncode}: {error.decode()[-2_000:]}")
+                log.seek(0)
+                error = log.read().decode(errors="replace")
+                raise RuntimeError(f"{name}: a worker exited {proc.returncode}: {error[-2_000:]}")
         problem = LEFT[name](url)
         if problem is not None:
             raise RuntimeError(f"{name}: {problem}")
