@@ -57,14 +57,17 @@ status"). Run: ``make bench`` or
 [--skip-procrastinate]``;
 pgqueuer and procrastinate come with the ``bench`` extra (``pip install -e '.[bench]'``).
 
-Measured on the course's 2-core machine (PostgreSQL 18.6 embedded, 3 rounds, 2026-12-02),
-PostgresQueue against the bare loop with 1 / 2 / 4 worker processes: batch 1 0.88 / 0.78 /
-0.78x, batch 100 0.63 / 0.60 / 0.60x; against pgqueuer at batch 100 1.90x at the worst. The
-same script on the code of the session before: batch 1 0.65 / 0.60 / 0.59x, batch 100 0.51 /
-0.49 / 0.46x. The 0.7x goal is not met at batch 100, and ``postgres_row_costs.py`` says
-why: on the server, the lease a claim writes (a new row version with new index entries)
-costs about 9 us a job, twice the bare loop's whole lock + delete (about 4.5 us), which
-writes no lease.
+Measured on the course's 2-core machine while other sessions loaded it (load average 8 to
+13; PostgreSQL 18.6 embedded, 3 rounds, ``--skip-procrastinate``, 2026-12-02), PostgresQueue
+against the bare leased loop with 1 / 2 / 4 worker processes: batch 1 0.84 / 1.09 / 0.70x,
+batch 100 0.98 / 0.85 / 1.34x; against pgqueuer at batch 100 1.68x at the worst. On that
+machine one queue's jobs/s moved by 2 to 4x from one run to the next (batch 1 waits on a
+shared disk: 40 to 400 jobs/s), so a single row's ratio moves by a third; the 0.8x goal at
+batch 1 was missed on the 4-worker row in both runs of that day (0.70x, 0.59x). Against the
+lease-less floor, on a quiet machine the same day: batch 1 0.88 / 0.78 / 0.78x, batch 100
+0.63 / 0.60 / 0.60x; ``postgres_row_costs.py`` says why: on the server, the lease a claim
+writes (a new row version with new index entries) costs about 9 us a job, twice the floor's
+whole lock + delete (about 4.5 us), which writes no lease.
 """
 
 from __future__ import annotations
