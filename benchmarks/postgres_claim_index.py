@@ -15,9 +15,10 @@ Two databases on each server, made by PostgresQueue (its tables and indexes):
   due at priority 0;
 - *due only*: the same ``--due`` jobs, nothing else.
 
-Both are vacuumed and analysed. In each, a claim of one job is timed ``--claims`` times
-(default 200) for each form of the claim, the databases and the forms taking turns in
-rounds of 20 (so ``--due`` must hold 3 x (``--claims`` + 5) jobs); the median counts.
+Both are vacuumed and analysed. In each, a claim of ``--batch`` jobs (default 1) is timed
+``--claims`` times (default 200) for each form of the claim, the databases and the forms
+taking turns in rounds of 20 (so ``--due`` must hold 3 x (``--claims`` + 5) x ``--batch``
+jobs); the median counts.
 The time is the CPU time of the server process serving the claim (Linux
 ``/proc/<pid>/schedstat``, as ``postgres_row_costs.py``), so the server must run on this
 machine; on a shared machine the wall-clock time of a claim of well under a millisecond
@@ -28,19 +29,19 @@ new serial; committed without waiting for the disk; the ack a ``DELETE`` by id a
 on a connection set up as PostgresQueue's (prepared statements, generic plans, no
 sequential scans):
 
-- ``priority order``: the pick reads the claim index in its order (the claim of
-  migration 3);
+- ``priority order``: the pick reads the claim index in its order (PostgresQueue's claim
+  until issue 21, point 9);
 - ``loose index scan``: a recursive CTE walks the distinct priorities of the live jobs
   from the highest (one index descent each), and for each, a ``LATERAL`` pick of the due
   jobs of exactly that priority (``priority = p AND visible_at <= now ORDER BY
   visible_at, serial``): a range of the same index that starts at the first due job and
   ends at the first one not yet due, so a priority with nothing due costs one descent.
   The outer ``LIMIT`` stops the walk once enough jobs are locked.
-- ``PostgresQueue``: its own ``claim()`` + ``ack()``, whatever ``postgres.sql`` holds.
+- ``PostgresQueue``: its own ``claim_many`` + ``ack_many``, whatever ``postgres.sql`` holds.
 
 Prints, per server and form, the server's median CPU time for one claim in milliseconds
-with and without the backlog, and their ratio; goal: the backlog costs at most 1.5x (``--goal``) for the loose
-index scan and for PostgresQueue. PostgreSQL 18 is the course's server
+with and without the backlog, and their ratio; goal: the backlog costs at most 1.5x
+(``--goal``) for the loose index scan and for PostgresQueue. PostgreSQL 18 is the course's server
 (:func:`jobqueue.teaching.postgres_server.database_url`); PostgreSQL 16 is started for the
 run from the binaries of PyPI's ``pgserver`` (``--pg16-bin``, default
 ``/tmp/pg16venv/lib/python3.11/site-packages/pgserver/pginstall/bin``; ``pip install
@@ -48,7 +49,8 @@ pgserver`` in a Python 3.11 venv there), as the user ``embedded_postgres`` when 
 with its data in a folder of ``/tmp`` removed afterwards, a Unix socket only (in that
 folder, mode 700) and ``fsync`` on. Without those binaries the script says so and measures
 18 only. Exits 1 when a goal is missed. Run:
-``.venv/bin/python benchmarks/postgres_claim_index.py [--backlog N] [--due N] [--claims N]``.
+``.venv/bin/python benchmarks/postgres_claim_index.py [--backlog N] [--due N] [--claims N]
+[--batch N]``; ``--batch 100 --due 25000 --claims 60`` compares the forms at batch 100.
 """
 
 from __future__ import annotations
@@ -119,7 +121,7 @@ FROM no_disk_wait
 WHERE job.ctid = ANY(ARRAY(SELECT ctid FROM due))
 RETURNING job.id, job.lease_token
 """
-ACK = "DELETE FROM jobqueue_jobs WHERE id = %(id)s AND lease_token = %(token)s"
+ACK = "DELETE FROM jobqueue_jobs WHERE id = ANY(%(ids)s) AND lease_token = ANY(%(tokens)s)"
 SESSION = ("SET plan_cache_mode = force_generic_plan", "SET enable_seqscan = off")  # as PostgresQueue's
 
 ClaimAndAck = Callable[[], float]
@@ -154,7 +156,7 @@ def server_seconds(pid: int) -> float:
     return int(stat.read_text().split()[0]) / 1e9
 
 
-def raw_form(con: psycopg.Connection[Any], pick: str) -> ClaimAndAck:
+def raw_form(con: psycopg.Connection[Any], pick: str, batch: int) -> ClaimAndAck:
     statement = CLAIM.format(pick=pick)
     pid = con.info.backend_pid
 
@@ -162,36 +164,36 @@ def raw_form(con: psycopg.Connection[Any], pick: str) -> ClaimAndAck:
         start = server_seconds(pid)
         now = time.time()
         rows = con.execute(
-            statement, {"now": now, "until": now + LEASE_S, "limit": 1}, prepare=True
+            statement, {"now": now, "until": now + LEASE_S, "limit": batch}, prepare=True
         ).fetchall()
         took = server_seconds(pid) - start
-        if len(rows) != 1:
-            raise RuntimeError(f"a claim returned {len(rows)} jobs, not 1")
-        job_id, token = rows[0]
-        if con.execute(ACK, {"id": job_id, "token": token}, prepare=True).rowcount != 1:
-            raise RuntimeError(f"the ack of {job_id} deleted nothing")
+        if len(rows) != batch:
+            raise RuntimeError(f"a claim returned {len(rows)} jobs, not {batch}")
+        ids, tokens = [list(column) for column in zip(*rows, strict=True)]
+        if con.execute(ACK, {"ids": ids, "tokens": tokens}, prepare=True).rowcount != batch:
+            raise RuntimeError(f"the ack of {ids} deleted too little")
         return took
 
     return claim_and_ack
 
 
-def queue_form(queue: PostgresQueue, pid: int) -> ClaimAndAck:
+def queue_form(queue: PostgresQueue, pid: int, batch: int) -> ClaimAndAck:
     """PostgresQueue's claim, timed on ``pid``, the server process of the queue's own connection."""
 
     def claim_and_ack() -> float:
         start = server_seconds(pid)
-        lease = queue.claim()
+        leases = queue.claim_many(batch)
         took = server_seconds(pid) - start
-        if lease is None or lease.job.priority != 0:
-            raise RuntimeError(f"PostgresQueue claimed {lease}, not a due job of priority 0")
-        queue.ack(lease)
+        if len(leases) != batch or any(lease.job.priority != 0 for lease in leases):
+            raise RuntimeError(f"PostgresQueue claimed {leases}, not {batch} due jobs of priority 0")
+        queue.ack_many(leases)
         return took
 
     return claim_and_ack
 
 
 @contextmanager
-def claim_forms(url: str) -> Iterator[dict[str, ClaimAndAck]]:
+def claim_forms(url: str, batch: int) -> Iterator[dict[str, ClaimAndAck]]:
     """The three forms of the claim on database ``url``, each warmed up (plans made, pages read)."""
     with psycopg.connect(url, autocommit=True) as con, PostgresQueue(url) as queue:
         for setting in SESSION:
@@ -202,9 +204,9 @@ def claim_forms(url: str) -> Iterator[dict[str, ClaimAndAck]]:
             " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
         ).fetchall()
         forms = {
-            "priority order": raw_form(con, PRIORITY_ORDER),
-            "loose index scan": raw_form(con, LOOSE_INDEX_SCAN),
-            "PostgresQueue": queue_form(queue, queue_pid[0]),
+            "priority order": raw_form(con, PRIORITY_ORDER, batch),
+            "loose index scan": raw_form(con, LOOSE_INDEX_SCAN, batch),
+            "PostgresQueue": queue_form(queue, queue_pid[0], batch),
         }
         for form in forms.values():
             for _ in range(WARM_UP):
@@ -260,7 +262,10 @@ def measure(server: str, args: argparse.Namespace) -> dict[str, tuple[float, flo
     with scratch_database(names[0], server) as with_backlog, scratch_database(names[1], server) as due_only:
         fill(with_backlog, args.backlog, args.due)
         fill(due_only, 0, args.due)
-        with claim_forms(with_backlog) as backlog_forms, claim_forms(due_only) as due_forms:
+        with (
+            claim_forms(with_backlog, args.batch) as backlog_forms,
+            claim_forms(due_only, args.batch) as due_forms,
+        ):
             scenarios = {"backlog": backlog_forms, "due only": due_forms}
             samples = {(scenario, form): [] for scenario in scenarios for form in backlog_forms}
             for _ in range(0, args.claims, ROUND):
@@ -276,15 +281,17 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=100_000, help="jobs of priority 1 not yet due")
     parser.add_argument("--due", type=int, default=1_000, help="due jobs of priority 0")
     parser.add_argument("--claims", type=int, default=200, help="claims + acks timed per form")
+    parser.add_argument("--batch", type=int, default=1, help="jobs per claim (default 1)")
     parser.add_argument("--pg16-bin", type=Path, default=PG16_BIN, help="PostgreSQL 16's bin folder")
     parser.add_argument("--goal", type=float, default=1.5, help="most the backlog may cost, as a ratio")
     args = parser.parse_args()
-    needed = FORMS * (args.claims + WARM_UP)
+    needed = FORMS * (args.claims + WARM_UP) * args.batch
     if args.due < needed:
         parser.error(f"--claims {args.claims} takes {needed} due jobs, more than --due {args.due}")
     print(
-        f"server CPU time of one claim (ms, median of {args.claims}) with {args.backlog:,} jobs of"
-        f" priority 1 not yet due and {args.due:,} due at priority 0, against the {args.due:,} due only"
+        f"server CPU time of one claim of {args.batch} (ms, median of {args.claims}) with"
+        f" {args.backlog:,} jobs of priority 1 not yet due and {args.due:,} due at priority 0,"
+        f" against the {args.due:,} due only"
     )
     missed: list[str] = []
 
