@@ -87,4 +87,6 @@ bench: $(STAMP) $(BENCH_STAMP)
 	$(BIN)/python benchmarks/postgres_throughput.py || status=1; \
 	$(BIN)/python benchmarks/postgres_row_costs.py || status=1; \
 	$(BIN)/python benchmarks/dashboard_refresh.py || status=1; \
+	$(BIN)/python benchmarks/postgres_workers.py || status=1; \
+	$(BIN)/python benchmarks/postgres_claim_index.py || status=1; \
 	exit $$status

@@ -217,6 +217,7 @@ class PostgresQueue(SqlQueue):
         self.server = describe_server(conninfo)
         self._local = threading.local()  # .con: this thread's connection; .fenced: its floor raised
         self._cons: list[psycopg.Connection[Any]] = []  # every connection opened, to close
+        self._lost = 0  # how many times a connection was found lost: the others are suspect too
         self._connect_options = _connect_options(
             conninfo,
             connect_timeout_s=check_positive_seconds("connect_timeout_s", connect_timeout_s),
@@ -548,13 +549,17 @@ class PostgresQueue(SqlQueue):
             if not (own.broken or own.closed):
                 raise  # the server answered (a cancelled query, say): not a lost connection
             own.close()
+            with self._lock:
+                self._lost += 1  # a restart took the other threads' connections too: reopen them
             raise self._unavailable(exc) from exc
 
     def _own(self) -> psycopg.Connection[Any]:
         """This thread's connection to the queue, opened (or opened again) as needed."""
         con: psycopg.Connection[Any] | None = getattr(self._local, "con", None)
-        if con is not None and not con.closed:
+        if con is not None and not con.closed and getattr(self._local, "lost", 0) == self._lost:
             return con
+        if con is not None:
+            con.close()  # opened before a connection was lost: likely lost too
         try:
             if self.transaction_pooler:  # no session state: see __init__
                 con = psycopg.connect(
@@ -570,7 +575,7 @@ class PostgresQueue(SqlQueue):
             raise self._unavailable(exc) from exc
         with self._lock:
             self._cons = [*(c for c in self._cons if not c.closed), con]
-        self._local.con, self._local.fenced = con, False
+        self._local.con, self._local.fenced, self._local.lost = con, False, self._lost
         return con
 
     def _is_own(self, con: psycopg.Connection[Any]) -> bool:

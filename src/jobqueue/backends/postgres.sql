@@ -193,10 +193,19 @@ SELECT set_config('synchronous_commit', 'off', true), pg_notify('jobqueue_jobs',
 SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 
 -- name: claim
--- The `due` CTE picks the due jobs of highest priority, claimable longest among equals, in
--- index order, and locks them; SKIP LOCKED passes over rows another worker's claim has
--- locked, so workers never wait for each other or get the same job. Keeping the pick in a
--- CTE fences the planner: the LIMIT applies before the update, never to more rows. A due
+-- The `due` CTE picks the due jobs of highest priority, claimable longest among equals, and
+-- locks them; SKIP LOCKED passes over rows another worker's claim has locked, so workers
+-- never wait for each other or get the same job. It reads the claim index one priority at
+-- a time (a loose index scan): `priorities` walks the distinct priorities of the live jobs
+-- from the highest, one index descent each, and for each the LATERAL pick reads the range
+-- of that priority's due jobs, which starts at its first due job and ends at the first not
+-- yet due. Read in the index's own order (`visible_at <= now ORDER BY priority DESC, ...`),
+-- the scan could not stop at a priority's first job not yet due: PostgreSQL 17 and older
+-- read every job in backoff or leased of every higher priority before the first due job
+-- of a lower one (18 skips them; benchmarks/postgres_claim_index.py). The outer LIMIT
+-- stops the walk, the next priority is looked up only when this one runs short, and the
+-- nested loop returns the jobs in claim order. Keeping the pick in a CTE fences the
+-- planner: the LIMIT applies before the update, never to more rows. A due
 -- job whose final attempt's lease ran out (spent), or whose deadline has passed (expired,
 -- no attempt used), is dead-lettered instead of claimed; the others are leased.
 -- `picked` numbers the jobs to lease in claim order: each gets its new serial (its place
@@ -209,16 +218,27 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- WAL to reach the disk (synchronous_commit off, for this transaction only): a claim lost
 -- in a server crash leaves its job claimable again, which at-least-once allows (see
 -- PostgresQueue.claim_many). Enqueue and ack keep waiting for the disk.
-WITH no_disk_wait AS MATERIALIZED (
+WITH RECURSIVE no_disk_wait AS MATERIALIZED (
     SELECT set_config('synchronous_commit', 'off', true)
+), priorities AS (
+    (SELECT priority FROM jobqueue_jobs WHERE died_at IS NULL ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT below.priority FROM jobqueue_jobs AS below
+            WHERE below.died_at IS NULL AND below.priority < priorities.priority
+            ORDER BY below.priority DESC LIMIT 1)
+    FROM priorities WHERE priorities.priority IS NOT NULL
 ), due AS (
-    SELECT ctid AS due_ctid, priority AS due_priority, visible_at AS due_visible_at, serial AS due_serial,
-           attempts >= max_attempts AS spent, coalesce(expires_at < %(now)s, false) AS expired
-    FROM jobqueue_jobs
-    WHERE died_at IS NULL AND visible_at <= %(now)s
-    ORDER BY priority DESC, visible_at, serial
+    SELECT due_ctid, due_priority, due_visible_at, due_serial, spent, expired
+    FROM priorities, LATERAL (
+        SELECT ctid AS due_ctid, priority AS due_priority, visible_at AS due_visible_at, serial AS due_serial,
+               attempts >= max_attempts AS spent, coalesce(expires_at < %(now)s, false) AS expired
+        FROM jobqueue_jobs
+        WHERE died_at IS NULL AND priority = priorities.priority AND visible_at <= %(now)s
+        ORDER BY visible_at, serial
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS one_priority
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
 ), picked AS MATERIALIZED (
     -- nextval runs after the ORDER BY (PostgreSQL evaluates volatile output columns last)
     SELECT due_ctid, nextval('jobqueue_serial') AS new_serial, 'lease-' || nextval('jobqueue_lease') AS token,
