@@ -670,8 +670,9 @@ def test_a_heartbeat_that_finds_the_connection_killed_tries_again_at_the_next_be
     assert asyncio.run(scenario()) == ["done", "True"]  # acked, and the beats after the kill held the lease
 
 
+@pytest.mark.parametrize("types", [None, ["render_invoice"]], ids=["any type", "a worker's types"])
 def test_a_claim_reads_the_claim_index_in_order_and_stops_at_its_limit(
-    queue: PostgresQueue, pg_conninfo: str
+    queue: PostgresQueue, pg_conninfo: str, types: list[str] | None
 ) -> None:
     from jobqueue.backends.postgres import SQL
 
@@ -682,7 +683,9 @@ def test_a_claim_reads_the_claim_index_in_order_and_stops_at_its_limit(
         con.execute("ANALYZE jobqueue_jobs")
         plan = [
             row[0].strip()
-            for row in con.execute("EXPLAIN " + SQL["claim"], {"now": T0 + 1, "until": T0 + 31, "limit": 10})
+            for row in con.execute(
+                "EXPLAIN " + SQL["claim"], {"now": T0 + 1, "until": T0 + 31, "limit": 10, "types": types}
+            )
         ]
     assert_picks_through_the_claim_index(plan)
 

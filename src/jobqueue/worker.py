@@ -2,8 +2,12 @@
 
 A handler raises :class:`~jobqueue.errors.PermanentJobError` when retrying cannot help;
 any other exception is treated as transient and retried after the job's backoff delay,
-until its attempts run out. A job whose type has no handler, or whose stored payload
-does not validate, fails permanently: the worker itself never crashes on a bad job.
+until its attempts run out. A job whose stored payload does not validate fails
+permanently: the worker itself never crashes on a bad job. A worker claims only the job
+types it has handlers for (:attr:`Worker.job_types`); a job of another type that reaches
+it anyway (a claim without that filter) is given back unrun for
+:data:`~jobqueue.backends.rules.UNKNOWN_TYPE_DELAY_S`, its attempt not counted (a
+``"deferred"`` event), not dead-lettered: in a rolling deploy it is the new version's.
 
 Every attempt runs within a time limit: the job type's ``timeout_s``, or the worker's
 (by default :data:`DEFAULT_TIMEOUT_S` with a heartbeat, else :data:`LEASE_SHARE` of the
@@ -46,7 +50,6 @@ from jobqueue.backends import rules
 from jobqueue.backends.contract import AcksAndClaims, Queue, ack_then_claim
 from jobqueue.clock import SleepingClock
 from jobqueue.errors import (
-    CircuitOpenError,
     HandlerCancelledError,
     InvalidSettingError,
     JobTimeoutError,
@@ -93,7 +96,8 @@ class LeaseRuleWarning(UserWarning):
 Outcome = Literal["done", "retry", "dead", "stale", "released", "deferred"]
 """What became of an attempt; ``"stale"``: the lease was lost, so it was neither acked nor
 failed; ``"released"``: given back unfinished at shutdown (:meth:`JobQueue.release`);
-``"deferred"``: given back to wait for an open circuit breaker, the attempt not counted."""
+``"deferred"``: given back to wait (an open circuit breaker, or a job type with no handler
+here), the attempt not counted."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,10 +113,12 @@ class JobEvent:
             ``"released"`` (given back unfinished when a :class:`~jobqueue.runner.Runner`
             shut down; the attempt does not count), or ``"deferred"`` (the handler
             raised :class:`~jobqueue.errors.CircuitOpenError`: given back to wait for the
-            breaker's trial time; the attempt does not count).
+            breaker's trial time; or no handler here knows the job's type: given back for
+            :data:`~jobqueue.backends.rules.UNKNOWN_TYPE_DELAY_S`; the attempt does not count).
         error: the failure as ``"ErrorClass: message"`` (for ``"stale"``, the
             :class:`~jobqueue.errors.StaleLeaseError`; for ``"deferred"``, the
-            :class:`~jobqueue.errors.CircuitOpenError`), or ``None`` when done.
+            :class:`~jobqueue.errors.CircuitOpenError` or
+            :class:`~jobqueue.errors.UnknownJobTypeError`), or ``None`` when done.
         retry_at: for a retry or a deferral, when the job becomes claimable again
             (seconds).
 
@@ -260,6 +266,7 @@ class Worker:
         self._on_event = on_event
         self._on_heartbeat = on_heartbeat
         self._handlers: dict[str, tuple[JobType[Any], Handler[Any]]] = {}
+        self._job_types: frozenset[str] = frozenset()
         # What a time limit sleeps on: the queue's clock if it can sleep, else the loop's.
         # Decided once: a Protocol isinstance check costs ~8 us, per job on a busy runner.
         clock = queue.clock
@@ -268,9 +275,9 @@ class Worker:
         )
         # Acks and the next claim: in one transaction if the queue can (decided once, too).
         self._ack_and_claim: Callable[[Sequence[Lease], int], tuple[list[Lease], list[Lease]]] = (
-            queue.ack_and_claim
+            (lambda leases, limit: queue.ack_and_claim(leases, limit, types=self.job_types))
             if isinstance(queue, AcksAndClaims)
-            else lambda leases, limit: ack_then_claim(queue, leases, limit)
+            else lambda leases, limit: ack_then_claim(queue, leases, limit, types=self.job_types)
         )
 
     def register(self, job_type: JobType[P], handler: Handler[P]) -> None:
@@ -288,6 +295,7 @@ class Worker:
         if job_type.timeout_s is not None:
             self._check_lease_rule(job_type.timeout_s, f"job type {job_type.name!r}: timeout_s")
         self._handlers[job_type.name] = (job_type, handler)
+        self._job_types = frozenset(self._handlers)
 
     def _check_lease_rule(self, limit_s: float | None, name: str) -> None:
         """Warn if, without a heartbeat, the limit ``limit_s`` (called ``name``) may outlive the lease."""
@@ -304,6 +312,17 @@ class Worker:
             ),
             stacklevel=3,
         )
+
+    @property
+    def job_types(self) -> frozenset[str]:
+        """The names of the job types with a handler: the only types this worker claims.
+
+        So a worker never claims a job it cannot run: during a rolling deploy the old
+        version's workers leave the new version's job types to the new workers (as
+        graphile-worker's workers claim only their task identifiers). A worker with no
+        handler claims nothing. Introduced with claim filters (issue 21).
+        """
+        return self._job_types
 
     def handler_for(self, type_name: str) -> tuple[JobType[Any], Handler[Any]]:
         """The job type and handler registered under ``type_name``.
@@ -327,7 +346,7 @@ class Worker:
         refused, or the ack or fail raised :class:`~jobqueue.errors.StaleLeaseError`),
         the event's outcome is ``"stale"`` and the queue is left as the new holder has it.
         """
-        lease = self.queue.claim()
+        lease = self.queue.claim(types=self.job_types)
         if lease is None:
             return None
         return self.settle([await self.execute(lease)])[0]
@@ -555,7 +574,9 @@ class Worker:
         A success a batch ack refused is acked once more on its own: that changes nothing
         and raises the queue's StaleLeaseError, which says why. A
         :class:`~jobqueue.errors.CircuitOpenError` is not a failure of the job: it is
-        released until the breaker's ``retry_at_s``, the attempt not counted.
+        released until the breaker's ``retry_at_s``, the attempt not counted; so is a job
+        of a type with no handler here, for :data:`~jobqueue.backends.rules.UNKNOWN_TYPE_DELAY_S`
+        (see :func:`~jobqueue.backends.rules.is_given_back`).
         """
         lease, error = attempt.lease, attempt.error
         if attempt.lost is not None:
@@ -565,8 +586,8 @@ class Worker:
                 if not acked:
                     self.queue.ack(lease)
                 return "done", None, None
-            if isinstance(error, CircuitOpenError):
-                delay_s = rules.deferral_s(error, self.queue.clock.now())
+            if rules.is_given_back(error):
+                delay_s = rules.given_back_s(error, self.queue.clock.now())
                 return "deferred", error, self.queue.release(lease, delay_s=delay_s).run_at
             failed = self.queue.fail(lease, error, permanent=attempt.permanent)
             return failed.outcome, error, failed.run_at

@@ -127,12 +127,15 @@ UNION ALL SELECT {dead_job_columns} FROM jobqueue_dead WHERE id IN (SELECT unnes
 
 -- name: due
 -- While the live jobs have one priority: lets DuckDB's top-N skip blocks of later rows.
+-- $types: the job types a worker has handlers for (a list), or NULL for any.
 SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false)
-FROM jobqueue_jobs WHERE visible_at <= $now ORDER BY visible_at, serial LIMIT $limit;
+FROM jobqueue_jobs WHERE visible_at <= $now AND ($types IS NULL OR list_contains($types, type))
+ORDER BY visible_at, serial LIMIT $limit;
 
 -- name: due_by_priority
 SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false)
-FROM jobqueue_jobs WHERE visible_at <= $now ORDER BY priority DESC, visible_at, serial LIMIT $limit;
+FROM jobqueue_jobs WHERE visible_at <= $now AND ($types IS NULL OR list_contains($types, type))
+ORDER BY priority DESC, visible_at, serial LIMIT $limit;
 
 -- name: claim
 UPDATE jobqueue_jobs SET attempts = attempts + 1, leased_until = $until, leased_at = $now, visible_at = $until,

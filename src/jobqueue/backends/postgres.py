@@ -53,7 +53,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 
 from jobqueue.backends import rules, sql
-from jobqueue.backends.contract import Failed, JobIds, check_ids
+from jobqueue.backends.contract import Failed, JobIds, JobTypes, check_ids, check_types
 from jobqueue.backends.rows import (
     DEAD_COLUMNS,
     JOB,
@@ -320,7 +320,7 @@ class PostgresQueue(SqlQueue):
 
     # -- worker side -------------------------------------------------------------------
 
-    def claim_many(self, limit: int) -> list[Lease]:
+    def claim_many(self, limit: int, *, types: JobTypes = None) -> list[Lease]:
         """Claim up to ``limit`` due jobs, by priority then longest-claimable, skipping others' claims.
 
         Each claim counts as an attempt and hides its job for the visibility timeout. Jobs
@@ -347,10 +347,19 @@ class PostgresQueue(SqlQueue):
         each connection moves their sequence 2^32 numbers on in a commit that waits for the
         disk (``fencing_floor`` in ``postgres.sql``), past every number a crash could lose.
 
+        With ``types``, only jobs of those job types are claimed (or dead-lettered on the
+        way): the others are passed over in the claim index, so a claim with a filter
+        reads the due jobs of other types ahead of the ones it takes.
+
         Raises:
-            InvalidSettingError: if ``limit`` is not an int >= 1.
+            InvalidSettingError: if ``limit`` is not an int >= 1, or ``types`` is not a
+                collection of job type names.
         """
         check_count("limit", limit)
+        wanted = check_types(types)
+        if wanted is not None and not wanted:
+            return []
+        names = None if wanted is None else sorted(wanted)
         leases: list[Lease] = []
         with self._connection() as con:
             if self._fenced is not con:  # a new connection: pass over the tokens a crash may have lost
@@ -362,7 +371,12 @@ class PostgresQueue(SqlQueue):
                 now = self.clock.now()
                 rows = con.execute(
                     SQL["claim"],
-                    {"now": now, "until": now + self.visibility_timeout_s, "limit": limit - len(leases)},
+                    {
+                        "now": now,
+                        "until": now + self.visibility_timeout_s,
+                        "limit": limit - len(leases),
+                        "types": names,
+                    },
                     prepare=self._prepare(con),
                     binary=True,  # numbers as they are stored, not as decimal text to parse
                 ).fetchall()

@@ -207,6 +207,8 @@ WITH no_disk_wait AS MATERIALIZED (
            attempts >= max_attempts AS spent, coalesce(expires_at < %(now)s, false) AS expired
     FROM jobqueue_jobs
     WHERE died_at IS NULL AND visible_at <= %(now)s
+      -- a worker's filter: only the job types it has handlers for (NULL: any type)
+      AND (%(types)b::text[] IS NULL OR type = ANY(%(types)b::text[]))
     ORDER BY priority DESC, visible_at, serial
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

@@ -139,11 +139,40 @@ def expiry_reason_sql(now: str) -> str:
 def is_permanent(error: BaseException) -> bool:
     """Whether a handler's ``error`` rules out a retry: the job is dead-lettered at once.
 
-    True for :class:`~jobqueue.errors.PermanentJobError` (the handler said so),
-    :class:`~jobqueue.errors.PayloadError` (the stored payload does not validate) and
-    :class:`~jobqueue.errors.UnknownJobTypeError` (no handler). Introduced in lesson 04.
+    True for :class:`~jobqueue.errors.PermanentJobError` (the handler said so) and
+    :class:`~jobqueue.errors.PayloadError` (the stored payload does not validate). Not
+    for :class:`~jobqueue.errors.UnknownJobTypeError`: a job this worker has no handler
+    for is another version's (see :func:`is_given_back`). Introduced in lesson 04.
     """
-    return isinstance(error, PermanentJobError | PayloadError | UnknownJobTypeError)
+    return isinstance(error, PermanentJobError | PayloadError)
+
+
+UNKNOWN_TYPE_DELAY_S = 10.0
+"""Seconds a job of a type the worker has no handler for waits, given back unrun.
+
+A worker claims only its own types, so such a job reaches one only through a claim without
+a filter. During a rolling deploy that is a job of the new version met by an old worker:
+given back (its attempt not counted), it waits this long, so that the old workers do not
+claim it again at once, and a new worker runs it. Burying it, as before, lost the job to
+the dead letters until someone replayed it.
+"""
+
+
+def is_given_back(error: BaseException) -> bool:
+    """Whether a handler's ``error`` gives the job back unrun instead of failing it.
+
+    True for :class:`~jobqueue.errors.UnknownJobTypeError` (no handler here: wait
+    :data:`UNKNOWN_TYPE_DELAY_S`) and :class:`~jobqueue.errors.CircuitOpenError` (the
+    dependency's breaker is open: wait :func:`deferral_s`); neither spends an attempt.
+    """
+    return isinstance(error, UnknownJobTypeError | CircuitOpenError)
+
+
+def given_back_s(error: BaseException, now: float) -> float:
+    """Seconds a job given back for ``error`` (see :func:`is_given_back`) waits before it is due again."""
+    if isinstance(error, CircuitOpenError):
+        return deferral_s(error, now)
+    return UNKNOWN_TYPE_DELAY_S
 
 
 def deferral_s(error: CircuitOpenError, now: float) -> float:

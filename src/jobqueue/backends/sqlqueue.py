@@ -26,6 +26,7 @@ from jobqueue.backends import rules
 from jobqueue.backends.contract import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
     Failed,
+    JobTypes,
     check_delay_s,
     check_holder,
     not_acked,
@@ -133,12 +134,12 @@ class SqlQueue(ABC):
         self.close()
 
     @abstractmethod
-    def claim_many(self, limit: int) -> list[Lease]:
-        """Lease up to ``limit`` due jobs; see :meth:`JobQueue.claim_many`."""
+    def claim_many(self, limit: int, *, types: JobTypes = None) -> list[Lease]:
+        """Lease up to ``limit`` due jobs (of ``types`` only, if given); see :meth:`JobQueue.claim_many`."""
 
-    def claim(self) -> Lease | None:
+    def claim(self, *, types: JobTypes = None) -> Lease | None:
         """Lease the job that has been claimable longest, or ``None``; see :meth:`JobQueue.claim`."""
-        leases = self.claim_many(1)
+        leases = self.claim_many(1, types=types)
         return leases[0] if leases else None
 
     def ack(self, lease: Lease) -> None:
