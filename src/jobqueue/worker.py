@@ -31,7 +31,10 @@ A handler that raises :class:`~jobqueue.errors.CircuitOpenError` (its dependency
 worker gives the job back to wait until the breaker's ``retry_at_s`` without spending an
 attempt (a ``"deferred"`` event), instead of failing it. A handler that raises
 :class:`~jobqueue.errors.RetryAfterError` fails the attempt as usual, but its retry is
-due when the dependency asked, not after the backoff.
+due when the dependency asked, not after the backoff. A handler that raises
+:class:`~jobqueue.errors.Snooze` gives its job back for the snooze's delay without
+spending an attempt (a ``"snoozed"`` event), up to
+:data:`~jobqueue.backends.rules.MAX_SNOOZES` times; the snooze after that fails the attempt.
 
 Introduced in lesson 04; the heartbeat, the time limit and :meth:`Worker.run_until` in
 lesson 06; deferral on an open circuit breaker in lesson 14.
@@ -54,6 +57,7 @@ from jobqueue.errors import (
     InvalidSettingError,
     JobTimeoutError,
     QueueUnavailableError,
+    Snooze,
     StaleLeaseError,
     UnknownJobTypeError,
     describe_error,
@@ -93,11 +97,12 @@ class LeaseRuleWarning(UserWarning):
     """
 
 
-Outcome = Literal["done", "retry", "dead", "stale", "released", "deferred"]
+Outcome = Literal["done", "retry", "dead", "stale", "released", "deferred", "snoozed"]
 """What became of an attempt; ``"stale"``: the lease was lost, so it was neither acked nor
 failed; ``"released"``: given back unfinished at shutdown (:meth:`JobQueue.release`);
 ``"deferred"``: given back to wait (an open circuit breaker, or a job type with no handler
-here), the attempt not counted."""
+here), the attempt not counted; ``"snoozed"``: the handler raised
+:class:`~jobqueue.errors.Snooze`, given back for its delay, the attempt not counted."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,6 +154,9 @@ class JobEvent:
             return f"{head} lease lost, not acked ({self.error})"
         if self.outcome == "released":
             return f"{head} given back unfinished at shutdown"
+        if self.outcome == "snoozed":
+            assert self.retry_at is not None  # a snooze always has its time
+            return f"{head} snoozed to {when(self.retry_at)}, attempt not counted"
         if self.outcome == "deferred":
             assert self.retry_at is not None  # a deferral always has its time
             return f"{head} deferred to {when(self.retry_at)}, attempt not counted ({self.error})"
@@ -586,6 +594,12 @@ class Worker:
                 if not acked:
                     self.queue.ack(lease)
                 return "done", None, None
+            if isinstance(error, Snooze):
+                snoozed = self.queue.snooze(lease, delay_s=error.delay_s)
+                if snoozed is not None:
+                    return "snoozed", error, snoozed.run_at
+                failed = self.queue.fail(lease, rules.snooze_failure(rules.MAX_SNOOZES))
+                return failed.outcome, error, failed.run_at
             if rules.is_given_back(error):
                 delay_s = rules.given_back_s(error, self.queue.clock.now())
                 return "deferred", error, self.queue.release(lease, delay_s=delay_s).run_at

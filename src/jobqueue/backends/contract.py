@@ -112,6 +112,9 @@ class Queue(Protocol):
     def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job:
         """Give a claimed job back unrun, due after ``delay_s`` seconds, the attempt not counted."""
 
+    def snooze(self, lease: Lease, *, delay_s: float) -> Job | None:
+        """Give a claimed job back for ``delay_s``, the attempt not counted; ``None`` past the limit."""
+
     def replay(self, job_id: str) -> Job:
         """Move a dead job back to waiting with a fresh attempt budget (and deadline)."""
 

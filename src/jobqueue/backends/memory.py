@@ -120,6 +120,7 @@ class JobQueue:
         self._serial = itertools.count()
         self._lease_serial = itertools.count(1)
         self._outcomes = OutcomeLog()
+        self._snoozes: dict[str, int] = {}  # job id -> times snoozed, while it lives
 
     # -- producer side -------------------------------------------------------------
 
@@ -252,6 +253,7 @@ class JobQueue:
         """
         job_id = self._holder(lease).id
         del self._jobs[job_id], self._tokens[job_id], self._current[job_id]
+        self._snoozes.pop(job_id, None)
         self._compact_if_stale()
         self._outcomes.record(self.clock.now(), failed=False)
 
@@ -359,6 +361,34 @@ class JobQueue:
         del self._tokens[given_back.id]
         self._store(given_back)
         return given_back
+
+    def snooze(self, lease: Lease, *, delay_s: float) -> Job | None:
+        """Give a claimed job back unrun, due after ``delay_s``, the attempt not counted: a snooze.
+
+        What a :class:`~jobqueue.worker.Worker` does when a handler raises
+        :class:`~jobqueue.errors.Snooze`: like :meth:`release`, but counted, and only
+        :data:`~jobqueue.backends.rules.MAX_SNOOZES` times per job (a replay starts the
+        count afresh).
+
+        Returns:
+            The job's record, waiting again; or ``None`` if the job has used its snoozes:
+            nothing changed, and the caller fails the attempt instead.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
+                changes.
+            InvalidSettingError: if ``delay_s`` is not a finite number >= 0; nothing
+                changes.
+
+        Introduced with snoozing (issue 24).
+        """
+        check_delay_s(delay_s)
+        job = self._holder(lease)
+        snoozes = self._snoozes.get(job.id, 0)
+        if not rules.may_snooze(snoozes):
+            return None
+        self._snoozes[job.id] = snoozes + 1
+        return self.release(lease, delay_s=delay_s)
 
     # -- dead letters --------------------------------------------------------------
 
@@ -536,6 +566,7 @@ class JobQueue:
         self._current.pop(job.id, None)
         del self._jobs[job.id]
         self._tokens.pop(job.id, None)
+        self._snoozes.pop(job.id, None)  # a replay starts the count afresh
         self._dead[job.id] = DeadLetter(job=job, died_at=now)
         self._compact_if_stale()
 

@@ -73,6 +73,12 @@ CREATE SEQUENCE IF NOT EXISTS jobqueue_fencing;
 ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS fencing_token bigint NOT NULL DEFAULT 0;
 UPDATE jobqueue_schema SET version = 4;
 
+-- name: migration_6
+-- Snoozes (jobqueue.errors.Snooze): how many times each job was given back by a snooze,
+-- which jobqueue.backends.rules.MAX_SNOOZES bounds. Old jobs start at 0.
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS snoozes integer NOT NULL DEFAULT 0;
+UPDATE jobqueue_schema SET version = 6;
+
 -- name: fencing_floor
 -- Run on each new connection before its first claim, in a transaction of its own: moves
 -- jobqueue_fencing 2^32 numbers on, and waits for the disk. A claim commits without waiting
@@ -301,6 +307,14 @@ WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
 -- does not: nobody could take it yet.
 RETURNING {job_columns}, CASE WHEN %(wake)s THEN pg_notify('jobqueue_jobs', '') END;
 
+-- name: snooze
+-- A release that counts, refused (no row) once the job has used its snoozes (%(most)s).
+UPDATE jobqueue_jobs
+SET attempts = %(attempts)s, run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL,
+    leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial'), snoozes = snoozes + 1
+WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL AND snoozes < %(most)s
+RETURNING {job_columns};
+
 -- name: dead_letter
 -- The dead letter a replay starts from, locked until the replay's transaction ends.
 SELECT {dead_columns} FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NOT NULL FOR UPDATE;
@@ -310,7 +324,8 @@ SELECT {dead_columns} FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NOT NU
 -- fresh deadline.
 UPDATE jobqueue_jobs
 SET died_at = NULL, attempts = %(attempts)s, run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL,
-    leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial'), expires_at = %(expires_at)s
+    leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial'), expires_at = %(expires_at)s,
+    snoozes = 0
 WHERE id = %(id)s AND died_at IS NOT NULL
 RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');
 

@@ -72,6 +72,25 @@ def release(job: Job, *, now: float, delay_s: float) -> Job:
     return replace(job, attempts=job.attempts - 1, run_at=run_at, leased_until=None, leased_at=None)
 
 
+MAX_SNOOZES = 25
+"""Times one job may be snoozed (:class:`~jobqueue.errors.Snooze`) without spending an attempt.
+
+The snooze after the last one counts as a failed attempt, so a handler that snoozes
+forever still ends in the dead letters; a replay starts the count afresh. (Oban lets a job
+snooze without limit and counts each snooze as an attempt; River does not count them.)
+"""
+
+
+def may_snooze(snoozes: int) -> bool:
+    """Whether a job snoozed ``snoozes`` times so far may snooze once more without spending an attempt."""
+    return snoozes < MAX_SNOOZES
+
+
+def snooze_failure(snoozes: int) -> str:
+    """The ``last_error`` of a job whose snooze came after its ``snoozes`` allowed ones: a failed attempt."""
+    return f"Snooze: snoozed {snoozes} times already, the most a job may (MAX_SNOOZES)"
+
+
 def replay(job: Job, *, now: float) -> Job:
     """The record of a dead ``job`` replayed at ``now``: due now, no attempt used, a fresh deadline.
 

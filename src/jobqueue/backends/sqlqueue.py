@@ -226,6 +226,27 @@ class SqlQueue(ABC):
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
         return JOB.read(found[0])
 
+    def snooze(self, lease: Lease, *, delay_s: float) -> Job | None:
+        """Give a claimed job back for ``delay_s`` unless out of snoozes; see :meth:`JobQueue.snooze`.
+
+        One statement, which changes the row only while ``lease`` is its current lease and
+        the row's ``snoozes`` count is below :data:`~jobqueue.backends.rules.MAX_SNOOZES`.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease.
+            InvalidSettingError: if ``delay_s`` is not a finite number >= 0.
+        """
+        given_back = rules.release(lease.job, now=self.clock.now(), delay_s=check_delay_s(delay_s))
+        values = {"attempts": given_back.attempts, "run_at": given_back.run_at, "most": rules.MAX_SNOOZES}
+        with self._connection() as con:
+            found = con.execute(
+                self.sql["snooze"], values | {"id": lease.job.id, "token": lease.token}
+            ).fetchall()
+            if not found:
+                self._check_holder(con, lease)  # raises StaleLeaseError, saying why
+                return None  # held, so its snoozes are used up
+        return JOB.read(found[0])
+
     def replay(self, job_id: str) -> Job:
         """Move a dead job back to waiting with a fresh budget; see :meth:`JobQueue.replay`.
 
