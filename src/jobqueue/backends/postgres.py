@@ -100,6 +100,8 @@ SQL = sql.load(
 """The statements of ``postgres.sql`` by block name: the select lists the row conversion
 reads, and the reasons of :func:`jobqueue.backends.rules.refusal`, filled in."""
 
+SQL["claim_types"] = SQL["claim"].replace("/* types */", "AND type = ANY(%(types)b::text[])")
+
 SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
 
@@ -370,7 +372,7 @@ class PostgresQueue(SqlQueue):
             while buried and len(leases) < limit:  # buried jobs took up places: look again
                 now = self.clock.now()
                 rows = con.execute(
-                    SQL["claim"],
+                    SQL["claim" if names is None else "claim_types"],
                     {
                         "now": now,
                         "until": now + self.visibility_timeout_s,

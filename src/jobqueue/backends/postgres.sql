@@ -202,6 +202,9 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- a TID scan, whatever the planner guesses of the LIMIT. (Joined to `due`, a plan made
 -- once for any limit, see generic_plans, guessed hundreds of rows and hashed the whole
 -- table on every claim.)
+-- `/* types */` becomes a worker's filter in `claim_types` (PostgresQueue.claim_many): a
+-- statement of its own, so a claim of any type plans as it did without one. (One statement
+-- for both, `$types IS NULL OR type = ANY($types)`, made every claim 3-4x slower.)
 -- `no_disk_wait` makes this statement's own transaction commit without waiting for the
 -- WAL to reach the disk (synchronous_commit off, for this transaction only): a claim lost
 -- in a server crash leaves its job claimable again, which at-least-once allows (see
@@ -213,8 +216,7 @@ WITH no_disk_wait AS MATERIALIZED (
            attempts >= max_attempts AS spent, coalesce(expires_at < %(now)s, false) AS expired
     FROM jobqueue_jobs
     WHERE died_at IS NULL AND visible_at <= %(now)s
-      -- a worker's filter: only the job types it has handlers for (NULL: any type)
-      AND (%(types)b::text[] IS NULL OR type = ANY(%(types)b::text[]))
+      /* types */
     ORDER BY priority DESC, visible_at, serial
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
