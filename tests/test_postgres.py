@@ -44,8 +44,9 @@ from jobqueue import (
     SystemClock,
     Worker,
 )
+from jobqueue.backends import sql
 from jobqueue.backends.contract import Queue
-from jobqueue.backends.postgres import PostgresQueue, describe_server, migrate
+from jobqueue.backends.postgres import SCHEMA_VERSION, SQL, PostgresQueue, describe_server, migrate
 from jobqueue.errors import QueueSchemaError
 from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 from jobqueue.testing.contract import Settings, queue_state_machine
@@ -610,7 +611,7 @@ def test_tables_of_another_schema_version_are_refused(pg_conninfo: str) -> None:
     PostgresQueue(pg_conninfo).close()
     with psycopg.connect(pg_conninfo, autocommit=True) as con:
         con.execute("UPDATE jobqueue_schema SET version = 99")
-    with pytest.raises(QueueSchemaError, match=r"schema version \[99\].*reads version 4"):
+    with pytest.raises(QueueSchemaError, match=rf"schema version \[99\].*reads version {SCHEMA_VERSION}"):
         PostgresQueue(pg_conninfo)
 
 
@@ -670,8 +671,9 @@ def test_a_heartbeat_that_finds_the_connection_killed_tries_again_at_the_next_be
     assert asyncio.run(scenario()) == ["done", "True"]  # acked, and the beats after the kill held the lease
 
 
+@pytest.mark.parametrize("types", [None, ["render_invoice"]], ids=["any type", "a worker's types"])
 def test_a_claim_reads_the_claim_index_one_priority_at_a_time_and_stops_at_its_limit(
-    queue: PostgresQueue, pg_conninfo: str
+    queue: PostgresQueue, pg_conninfo: str, types: list[str] | None
 ) -> None:
     from jobqueue.backends.postgres import SQL
 
@@ -682,7 +684,10 @@ def test_a_claim_reads_the_claim_index_one_priority_at_a_time_and_stops_at_its_l
         con.execute("ANALYZE jobqueue_jobs")
         plan = [
             row[0].strip()
-            for row in con.execute("EXPLAIN " + SQL["claim"], {"now": T0 + 1, "until": T0 + 31, "limit": 10})
+            for row in con.execute(
+                "EXPLAIN " + SQL["claim" if types is None else "claim_types"],
+                {"now": T0 + 1, "until": T0 + 31, "limit": 10, "types": types},
+            )
         ]
     assert_picks_through_the_claim_index(plan)
 
@@ -901,7 +906,7 @@ def test_tables_of_version_2_are_refused_then_migrated_and_keep_their_jobs(pg_co
         con.execute("UPDATE jobqueue_schema SET version = 2")
     with pytest.raises(QueueSchemaError, match="jobqueue migrate"):  # never on open: a deploy's step
         PostgresQueue(pg_conninfo, clock=clock)
-    assert migrate(pg_conninfo) == [3, 4]
+    assert migrate(pg_conninfo) == [n for n, _ in sql.numbered_migrations(SQL, 2)]
     with PostgresQueue(pg_conninfo, clock=clock) as queue:
         assert [(job.id, job.priority, job.expires_at) for job in queue.jobs()] == [
             ("old-1", 0, None),
@@ -910,7 +915,7 @@ def test_tables_of_version_2_are_refused_then_migrated_and_keep_their_jobs(pg_co
         queue.enqueue(RENDER_INVOICE, invoice(3), id="new", priority=1)
         assert [lease.job.id for lease in queue.claim_many(3)] == ["new", "old-1", "old-2"]
     with psycopg.connect(pg_conninfo, autocommit=True) as con:
-        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(4,)]
+        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(SCHEMA_VERSION,)]
         [(index,)] = con.execute(
             "SELECT indexdef FROM pg_indexes WHERE indexname = 'jobqueue_jobs_claim'"
         ).fetchall()
@@ -928,7 +933,7 @@ def test_tables_of_version_3_are_migrated_and_old_leases_get_fencing_tokens(
         con.execute("ALTER TABLE jobqueue_jobs DROP COLUMN fencing_token")
         con.execute("DROP SEQUENCE jobqueue_fencing")
         con.execute("UPDATE jobqueue_schema SET version = 3")
-    assert migrate(pg_conninfo) == [4]
+    assert migrate(pg_conninfo) == [n for n, _ in sql.numbered_migrations(SQL, 3)]
     with PostgresQueue(pg_conninfo, clock=clock) as queue:
         assert [(job.id, job.fencing_token) for job in queue.jobs()] == [("waiting", 0), ("held", 0)]
         assert held is not None
@@ -936,4 +941,4 @@ def test_tables_of_version_3_are_migrated_and_old_leases_get_fencing_tokens(
         lease = queue.claim()
         assert lease is not None and lease.job.id == "waiting" and lease.job.fencing_token > 0
     with psycopg.connect(pg_conninfo, autocommit=True) as con:
-        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(4,)]
+        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(SCHEMA_VERSION,)]

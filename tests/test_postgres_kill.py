@@ -92,8 +92,8 @@ def worker() -> None:
     queue = PostgresQueue(url, clock=SystemClock(), visibility_timeout_s=timeout_s)
     claim_many = queue.claim_many
 
-    def logged_claim_many(limit):
-        leases = claim_many(limit)
+    def logged_claim_many(limit, *, types=None):
+        leases = claim_many(limit, types=types)
         with log.cursor() as cur:
             cur.executemany(
                 "INSERT INTO kill_claims VALUES (%s, %s, %s, %s, %s)",

@@ -126,9 +126,19 @@ def test_the_sql_twins_write_the_same_reasons() -> None:
 def test_which_errors_rule_out_a_retry() -> None:
     assert rules.is_permanent(PermanentJobError("no"))
     assert rules.is_permanent(PayloadError("bad"))
-    assert rules.is_permanent(UnknownJobTypeError("who"))
+    assert not rules.is_permanent(UnknownJobTypeError("who"))  # another version's job: given back
     assert not rules.is_permanent(RetryAfterError(5))
     assert not rules.is_permanent(ValueError("a proxy's HTML page"))
+
+
+def test_a_job_with_no_handler_or_an_open_breaker_is_given_back_for_its_wait() -> None:
+    unknown = UnknownJobTypeError("no handler registered for job type 'send_sms'")
+    breaker = CircuitOpenError("mail", retry_at_s=130.0)
+    assert rules.is_given_back(unknown) and rules.is_given_back(breaker)
+    assert not rules.is_given_back(PermanentJobError("no"))
+    assert not rules.is_given_back(RuntimeError("boom"))
+    assert rules.given_back_s(unknown, 100.0) == rules.UNKNOWN_TYPE_DELAY_S
+    assert rules.given_back_s(breaker, 100.0) == 30.0
 
 
 def test_a_deferral_waits_for_the_breakers_trial() -> None:

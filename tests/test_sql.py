@@ -67,7 +67,7 @@ def test_migrations_run_in_order_from_the_version_a_database_is_at() -> None:
     assert sql.migrations(blocks, 2) == ["ten"]
     assert sql.migrations(blocks, 10) == []
     assert sql.latest_version(blocks) == 10
-    assert (duckdb_backend.SCHEMA_VERSION, postgres_backend.SCHEMA_VERSION) == (5, 4)
+    assert (duckdb_backend.SCHEMA_VERSION, postgres_backend.SCHEMA_VERSION) == (7, 6)
 
 
 def schema_version(path: Path) -> list[tuple[int]]:
@@ -106,7 +106,7 @@ def test_a_file_of_a_newer_version_is_refused_by_name(tmp_path: Path) -> None:
     DurableQueue(path, clock=ManualClock(0)).close()
     with duckdb.connect(str(path)) as con:
         con.execute("UPDATE jobqueue_schema SET version = 99")
-    with pytest.raises(QueueSchemaError, match=r"newer.duckdb.*version 99.*reads version 5"):
+    with pytest.raises(QueueSchemaError, match=r"newer.duckdb.*version 99.*reads version 7"):
         DurableQueue(path, clock=ManualClock(0))
 
 
@@ -127,7 +127,7 @@ def test_a_file_of_version_4_is_migrated_and_its_leases_get_fencing_tokens(tmp_p
         queue.ack(held)  # a lease from before the migration still acks
         lease = queue.claim()
         assert lease is not None and lease.job.id == "waiting" and lease.job.fencing_token == 1
-    assert schema_version(path) == [(5,)]
+    assert schema_version(path) == [(duckdb_backend.SCHEMA_VERSION,)]
 
 
 def test_a_new_file_refuses_a_null_priority(tmp_path: Path) -> None:

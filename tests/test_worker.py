@@ -15,6 +15,7 @@ from jobqueue import (
     UnknownJobTypeError,
     Worker,
 )
+from jobqueue.backends import rules
 from jobqueue.examples import shop
 from jobqueue.examples.shop import RENDER_INVOICE, SEND_RECEIPT, InvoicePayload, ReceiptPayload
 
@@ -180,27 +181,53 @@ def test_a_transient_error_on_the_last_attempt_is_dead() -> None:
     assert [dead.job.attempts for dead in queue.dead_letters()] == [2]
 
 
-def test_an_unknown_job_type_is_dead_lettered_and_the_worker_keeps_going() -> None:
+def test_a_worker_claims_only_the_job_types_it_has_handlers_for() -> None:
     clock = ManualClock()
     queue = make_queue(clock)
     worker = Worker(queue)
+    assert worker.job_types == frozenset()
     handler = Recorder()
     worker.register(SEND_RECEIPT, handler)
-    stray = JobType("send_sms", ReceiptPayload)
+    assert worker.job_types == {"send_receipt"}
+    stray = JobType("send_sms", ReceiptPayload)  # a type only a newer version handles
     queue.enqueue(stray, RECEIPT, id="sms-1001")
     queue.enqueue(SEND_RECEIPT, RECEIPT, id="receipt-1001")
 
     events = asyncio.run(worker.drain())
-    assert [(e.job_id, e.outcome, e.attempt) for e in events] == [
-        ("sms-1001", "dead", 1),
-        ("receipt-1001", "done", 1),
-    ]
-    [dead] = queue.dead_letters()
-    assert dead.job.id == "sms-1001"
-    assert dead.job.last_error is not None
-    assert dead.job.last_error.startswith("UnknownJobTypeError")
-    assert "'send_sms'" in dead.job.last_error
+    assert [(e.job_id, e.outcome, e.attempt) for e in events] == [("receipt-1001", "done", 1)]
+    sms = queue.get("sms-1001")
+    assert sms is not None and sms.attempts == 0 and sms.leased_until is None  # untouched
+    assert queue.dead_letters() == []
     assert handler.payloads == [RECEIPT]
+
+
+def test_an_unknown_job_type_claimed_anyway_is_given_back_not_dead_lettered() -> None:
+    clock = ManualClock(100.0)
+    queue = make_queue(clock)
+    worker = Worker(queue)
+    worker.register(SEND_RECEIPT, Recorder())
+    stray = JobType("send_sms", ReceiptPayload)
+    queue.enqueue(stray, RECEIPT, id="sms-1001")
+    lease = queue.claim()  # a claim without the worker's filter
+    assert lease is not None
+
+    async def run() -> list[JobEvent]:
+        return worker.settle([await worker.execute(lease)])
+
+    [event] = asyncio.run(run())
+    assert (event.outcome, event.attempt, event.retry_at) == (
+        "deferred",
+        1,
+        100.0 + rules.UNKNOWN_TYPE_DELAY_S,
+    )
+    assert event.error is not None and event.error.startswith("UnknownJobTypeError")
+    assert "'send_sms'" in event.error
+    assert queue.dead_letters() == []
+    sms = queue.get("sms-1001")
+    assert sms is not None and sms.attempts == 0  # the attempt was not counted
+    assert queue.claim() is None  # it waits before anyone takes it again
+    clock.advance(rules.UNKNOWN_TYPE_DELAY_S)
+    assert queue.claim() is not None
 
 
 def test_a_stored_payload_that_does_not_validate_is_dead_lettered_without_running_the_handler() -> None:

@@ -253,6 +253,7 @@ def summary(events: Sequence[JobEvent]) -> str:
         "stale": "lease lost",
         "released": "given back",
         "deferred": "deferred",
+        "snoozed": "snoozed",
     }
     counts = {name: sum(event.outcome == outcome for event in events) for outcome, name in names.items()}
     shown = [f"{n} {name}" for name, n in counts.items() if n or name in ("done", "given back")]

@@ -173,6 +173,36 @@ class CircuitOpenError(JobSignal):
         return max(0.0, self.retry_at_s - now_s)
 
 
+class Snooze(JobSignal):
+    """Raised by a handler to say "not now, again in ``delay_s`` seconds", without spending an attempt.
+
+    A :class:`~jobqueue.worker.Worker` gives the job back, due ``delay_s`` seconds from
+    now, its attempt not counted (the event's outcome is ``"snoozed"``), up to
+    :data:`~jobqueue.backends.rules.MAX_SNOOZES` times per job; the snooze after that
+    counts as a failed attempt (retried or dead-lettered as any failure). For work that
+    is not ready yet (a file not uploaded, a rate limit's window), as Oban's ``{:snooze,
+    seconds}`` and River's ``JobSnooze``.
+
+    Attributes:
+        delay_s: seconds until the job is due again (a finite number >= 0).
+
+    Raises:
+        InvalidSettingError: naming the value, if ``delay_s`` is not a finite number >= 0.
+
+    Introduced with snoozing (issue 24).
+    """
+
+    def __init__(self, delay_s: float) -> None:
+        if (
+            isinstance(delay_s, bool)
+            or not isinstance(delay_s, int | float)
+            or not (math.isfinite(delay_s) and delay_s >= 0)
+        ):
+            raise InvalidSettingError(f"delay_s must be a finite number of seconds >= 0, got {delay_s!r}")
+        super().__init__(f"snoozed for {delay_s:g} s")
+        self.delay_s = float(delay_s)
+
+
 class JobTimeoutError(JobQueueError, TimeoutError):
     """An attempt ran past its time limit (``timeout_s``), so the worker cancelled it.
 

@@ -2,8 +2,12 @@
 
 A handler raises :class:`~jobqueue.errors.PermanentJobError` when retrying cannot help;
 any other exception is treated as transient and retried after the job's backoff delay,
-until its attempts run out. A job whose type has no handler, or whose stored payload
-does not validate, fails permanently: the worker itself never crashes on a bad job.
+until its attempts run out. A job whose stored payload does not validate fails
+permanently: the worker itself never crashes on a bad job. A worker claims only the job
+types it has handlers for (:attr:`Worker.job_types`); a job of another type that reaches
+it anyway (a claim without that filter) is given back unrun for
+:data:`~jobqueue.backends.rules.UNKNOWN_TYPE_DELAY_S`, its attempt not counted (a
+``"deferred"`` event), not dead-lettered: in a rolling deploy it is the new version's.
 
 Every attempt runs within a time limit: the job type's ``timeout_s``, or the worker's
 (by default :data:`DEFAULT_TIMEOUT_S` with a heartbeat, else :data:`LEASE_SHARE` of the
@@ -27,7 +31,10 @@ A handler that raises :class:`~jobqueue.errors.CircuitOpenError` (its dependency
 worker gives the job back to wait until the breaker's ``retry_at_s`` without spending an
 attempt (a ``"deferred"`` event), instead of failing it. A handler that raises
 :class:`~jobqueue.errors.RetryAfterError` fails the attempt as usual, but its retry is
-due when the dependency asked, not after the backoff.
+due when the dependency asked, not after the backoff. A handler that raises
+:class:`~jobqueue.errors.Snooze` gives its job back for the snooze's delay without
+spending an attempt (a ``"snoozed"`` event), up to
+:data:`~jobqueue.backends.rules.MAX_SNOOZES` times; the snooze after that fails the attempt.
 
 Introduced in lesson 04; the heartbeat, the time limit and :meth:`Worker.run_until` in
 lesson 06; deferral on an open circuit breaker in lesson 14.
@@ -46,11 +53,11 @@ from jobqueue.backends import rules
 from jobqueue.backends.contract import AcksAndClaims, CallsBlock, Queue, ack_then_claim
 from jobqueue.clock import SleepingClock
 from jobqueue.errors import (
-    CircuitOpenError,
     HandlerCancelledError,
     InvalidSettingError,
     JobTimeoutError,
     QueueUnavailableError,
+    Snooze,
     StaleLeaseError,
     UnknownJobTypeError,
     describe_error,
@@ -91,10 +98,12 @@ class LeaseRuleWarning(UserWarning):
     """
 
 
-Outcome = Literal["done", "retry", "dead", "stale", "released", "deferred"]
+Outcome = Literal["done", "retry", "dead", "stale", "released", "deferred", "snoozed"]
 """What became of an attempt; ``"stale"``: the lease was lost, so it was neither acked nor
 failed; ``"released"``: given back unfinished at shutdown (:meth:`JobQueue.release`);
-``"deferred"``: given back to wait for an open circuit breaker, the attempt not counted."""
+``"deferred"``: given back to wait (an open circuit breaker, or a job type with no handler
+here), the attempt not counted; ``"snoozed"``: the handler raised
+:class:`~jobqueue.errors.Snooze`, given back for its delay, the attempt not counted."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,10 +119,12 @@ class JobEvent:
             ``"released"`` (given back unfinished when a :class:`~jobqueue.runner.Runner`
             shut down; the attempt does not count), or ``"deferred"`` (the handler
             raised :class:`~jobqueue.errors.CircuitOpenError`: given back to wait for the
-            breaker's trial time; the attempt does not count).
+            breaker's trial time; or no handler here knows the job's type: given back for
+            :data:`~jobqueue.backends.rules.UNKNOWN_TYPE_DELAY_S`; the attempt does not count).
         error: the failure as ``"ErrorClass: message"`` (for ``"stale"``, the
             :class:`~jobqueue.errors.StaleLeaseError`; for ``"deferred"``, the
-            :class:`~jobqueue.errors.CircuitOpenError`), or ``None`` when done.
+            :class:`~jobqueue.errors.CircuitOpenError` or
+            :class:`~jobqueue.errors.UnknownJobTypeError`), or ``None`` when done.
         retry_at: for a retry or a deferral, when the job becomes claimable again
             (seconds).
 
@@ -144,6 +155,9 @@ class JobEvent:
             return f"{head} lease lost, not acked ({self.error})"
         if self.outcome == "released":
             return f"{head} given back unfinished at shutdown"
+        if self.outcome == "snoozed":
+            assert self.retry_at is not None  # a snooze always has its time
+            return f"{head} snoozed to {when(self.retry_at)}, attempt not counted"
         if self.outcome == "deferred":
             assert self.retry_at is not None  # a deferral always has its time
             return f"{head} deferred to {when(self.retry_at)}, attempt not counted ({self.error})"
@@ -261,6 +275,7 @@ class Worker:
         self._on_event = on_event
         self._on_heartbeat = on_heartbeat
         self._handlers: dict[str, tuple[JobType[Any], Handler[Any]]] = {}
+        self._job_types: frozenset[str] = frozenset()
         # What a time limit sleeps on: the queue's clock if it can sleep, else the loop's.
         # Decided once: a Protocol isinstance check costs ~8 us, per job on a busy runner.
         clock = queue.clock
@@ -271,9 +286,9 @@ class Worker:
         self._in_threads = isinstance(queue, CallsBlock) and queue.calls_block()
         # Acks and the next claim: in one transaction if the queue can (decided once, too).
         self._ack_and_claim: Callable[[Sequence[Lease], int], tuple[list[Lease], list[Lease]]] = (
-            queue.ack_and_claim
+            (lambda leases, limit: queue.ack_and_claim(leases, limit, types=self.job_types))
             if isinstance(queue, AcksAndClaims)
-            else lambda leases, limit: ack_then_claim(queue, leases, limit)
+            else lambda leases, limit: ack_then_claim(queue, leases, limit, types=self.job_types)
         )
 
     def register(self, job_type: JobType[P], handler: Handler[P]) -> None:
@@ -291,6 +306,7 @@ class Worker:
         if job_type.timeout_s is not None:
             self._check_lease_rule(job_type.timeout_s, f"job type {job_type.name!r}: timeout_s")
         self._handlers[job_type.name] = (job_type, handler)
+        self._job_types = frozenset(self._handlers)
 
     def _check_lease_rule(self, limit_s: float | None, name: str) -> None:
         """Warn if, without a heartbeat, the limit ``limit_s`` (called ``name``) may outlive the lease."""
@@ -308,6 +324,17 @@ class Worker:
             stacklevel=3,
         )
 
+    @property
+    def job_types(self) -> frozenset[str]:
+        """The names of the job types with a handler: the only types this worker claims.
+
+        So a worker never claims a job it cannot run: during a rolling deploy the old
+        version's workers leave the new version's job types to the new workers (as
+        graphile-worker's workers claim only their task identifiers). A worker with no
+        handler claims nothing. Introduced with claim filters (issue 21).
+        """
+        return self._job_types
+
     def handler_for(self, type_name: str) -> tuple[JobType[Any], Handler[Any]]:
         """The job type and handler registered under ``type_name``.
 
@@ -322,8 +349,8 @@ class Worker:
                 f"no handler registered for job type {type_name!r} (registered: {known})"
             ) from None
 
-    async def call(self, method: Callable[..., R], *args: Any) -> R:
-        """Run ``method(*args)``, a call that reaches the queue, without blocking the event loop.
+    async def call(self, method: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """Run ``method(*args, **kwargs)``, a call that reaches the queue, without blocking the event loop.
 
         In a thread (:func:`asyncio.to_thread`) when the queue's calls wait on a server
         (:class:`~jobqueue.backends.contract.CallsBlock`), so handlers and heartbeats go on
@@ -331,8 +358,8 @@ class Worker:
         settles, claims, extensions and give-backs through it. Introduced in lesson 12.
         """
         if self._in_threads:
-            return await asyncio.to_thread(method, *args)
-        return method(*args)
+            return await asyncio.to_thread(method, *args, **kwargs)
+        return method(*args, **kwargs)
 
     async def run_one(self) -> JobEvent | None:
         """Claim one due job and run it; return what happened, or ``None`` if none was due.
@@ -342,7 +369,7 @@ class Worker:
         refused, or the ack or fail raised :class:`~jobqueue.errors.StaleLeaseError`),
         the event's outcome is ``"stale"`` and the queue is left as the new holder has it.
         """
-        lease = await self.call(self.queue.claim)
+        lease = await self.call(self.queue.claim, types=self.job_types)
         if lease is None:
             return None
         attempt = await self.execute(lease)
@@ -571,7 +598,9 @@ class Worker:
         A success a batch ack refused is acked once more on its own: that changes nothing
         and raises the queue's StaleLeaseError, which says why. A
         :class:`~jobqueue.errors.CircuitOpenError` is not a failure of the job: it is
-        released until the breaker's ``retry_at_s``, the attempt not counted.
+        released until the breaker's ``retry_at_s``, the attempt not counted; so is a job
+        of a type with no handler here, for :data:`~jobqueue.backends.rules.UNKNOWN_TYPE_DELAY_S`
+        (see :func:`~jobqueue.backends.rules.is_given_back`).
         """
         lease, error = attempt.lease, attempt.error
         if attempt.lost is not None:
@@ -581,8 +610,14 @@ class Worker:
                 if not acked:
                     self.queue.ack(lease)
                 return "done", None, None
-            if isinstance(error, CircuitOpenError):
-                delay_s = rules.deferral_s(error, self.queue.clock.now())
+            if isinstance(error, Snooze):
+                snoozed = self.queue.snooze(lease, delay_s=error.delay_s)
+                if snoozed is not None:
+                    return "snoozed", error, snoozed.run_at
+                failed = self.queue.fail(lease, rules.snooze_failure(rules.MAX_SNOOZES))
+                return failed.outcome, error, failed.run_at
+            if rules.is_given_back(error):
+                delay_s = rules.given_back_s(error, self.queue.clock.now())
                 return "deferred", error, self.queue.release(lease, delay_s=delay_s).run_at
             failed = self.queue.fail(lease, error, permanent=attempt.permanent)
             return failed.outcome, error, failed.run_at

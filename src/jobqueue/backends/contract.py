@@ -16,7 +16,7 @@ Introduced in lesson 03 (the queue); the abilities in lessons 11 and 12.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar, runtime_checkable
 
@@ -33,6 +33,9 @@ DEFAULT_VISIBILITY_TIMEOUT_S = 30.0
 
 JobIds = Sequence[str] | None
 """The ids of the jobs ``enqueue_many`` adds, one per payload, or ``None`` for fresh ids."""
+
+JobTypes = Collection[str] | None
+"""The job type names a claim may take (``None``: any type); see :func:`check_types`."""
 
 FailOutcome = Literal["retry", "dead"]
 """What :meth:`Queue.fail` did with the job: waiting to run again, or dead-lettered."""
@@ -88,11 +91,11 @@ class Queue(Protocol):
     ) -> list[Job]:
         """Add several jobs of one type; all or none if a payload is invalid."""
 
-    def claim(self) -> Lease | None:
-        """Lease the due job of highest priority claimable longest, or ``None``."""
+    def claim(self, *, types: JobTypes = None) -> Lease | None:
+        """Lease the due job of highest priority claimable longest, or ``None``; only ``types`` if given."""
 
-    def claim_many(self, limit: int) -> list[Lease]:
-        """Lease up to ``limit`` due jobs."""
+    def claim_many(self, limit: int, *, types: JobTypes = None) -> list[Lease]:
+        """Lease up to ``limit`` due jobs, only of the job types ``types`` if given."""
 
     def ack(self, lease: Lease) -> None:
         """Mark a leased job done; ``StaleLeaseError`` if the lease is stale."""
@@ -108,6 +111,9 @@ class Queue(Protocol):
 
     def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job:
         """Give a claimed job back unrun, due after ``delay_s`` seconds, the attempt not counted."""
+
+    def snooze(self, lease: Lease, *, delay_s: float) -> Job | None:
+        """Give a claimed job back for ``delay_s``, the attempt not counted; ``None`` past the limit."""
 
     def replay(self, job_id: str) -> Job:
         """Move a dead job back to waiting with a fresh attempt budget (and deadline)."""
@@ -142,8 +148,10 @@ class AcksAndClaims(Protocol):
     it when present, else :func:`ack_then_claim`. Introduced in lesson 11.
     """
 
-    def ack_and_claim(self, leases: Sequence[Lease], limit: int) -> tuple[list[Lease], list[Lease]]:
-        """Ack ``leases`` and claim up to ``limit`` jobs; return ``(stale, claimed)``."""
+    def ack_and_claim(
+        self, leases: Sequence[Lease], limit: int, *, types: JobTypes = None
+    ) -> tuple[list[Lease], list[Lease]]:
+        """Ack ``leases`` and claim up to ``limit`` jobs (of ``types``); return ``(stale, claimed)``."""
 
 
 @runtime_checkable
@@ -194,7 +202,9 @@ class NamesServer(Protocol):
         """The server and database, e.g. ``"PostgreSQL at db:5432, database shop"``."""
 
 
-def ack_then_claim(queue: Queue, leases: Sequence[Lease], limit: int) -> tuple[list[Lease], list[Lease]]:
+def ack_then_claim(
+    queue: Queue, leases: Sequence[Lease], limit: int, *, types: JobTypes = None
+) -> tuple[list[Lease], list[Lease]]:
     """Ack ``leases`` (all succeeded) with :meth:`Queue.ack_many`, then claim up to ``limit`` jobs.
 
     What a :class:`~jobqueue.worker.Worker` does for a queue without :class:`AcksAndClaims`
@@ -203,14 +213,17 @@ def ack_then_claim(queue: Queue, leases: Sequence[Lease], limit: int) -> tuple[l
     make a finished job run again.
 
     Returns:
-        ``(stale, claimed)``: the leases no longer held, and the new leases.
+        ``(stale, claimed)``: the leases no longer held, and the new leases (only of the
+        job types ``types``, if given).
 
     Raises:
-        InvalidSettingError: if ``limit`` is not an int >= 0.
+        InvalidSettingError: if ``limit`` is not an int >= 0, or ``types`` is not a
+            collection of job type names.
     """
     check_count("limit", limit, least=0)
+    check_types(types)
     stale = queue.ack_many(leases) if leases else []
-    return stale, queue.claim_many(limit) if limit else []
+    return stale, queue.claim_many(limit, types=types) if limit else []
 
 
 def stale_lease(lease: Lease, job: Job | None, current: str | None) -> StaleLeaseError:
@@ -275,6 +288,30 @@ def check_delay_s(delay_s: float) -> float:
     ):
         raise InvalidSettingError(f"delay_s must be a finite number of seconds >= 0, got {delay_s!r}")
     return float(delay_s)
+
+
+def check_types(types: JobTypes) -> frozenset[str] | None:
+    """The job type names of a claim's filter as a set, or ``None`` for any type.
+
+    Every queue's ``claim_many`` calls it. A worker claims only the types it has handlers
+    for (as graphile-worker's ``task_identifiers``), so that during a rolling deploy a
+    worker of the old version never takes a job type only the new version knows. An empty
+    collection claims nothing.
+
+    Raises:
+        InvalidSettingError: if ``types`` is a single str (not a collection of names), or a
+            name in it is not a non-empty str (naming it).
+
+    Introduced with claim filters (issue 21, rolling deploys).
+    """
+    if types is None:
+        return None
+    if isinstance(types, str | bytes) or not isinstance(types, Collection):
+        raise InvalidSettingError(f"types must be a collection of job type names, got {types!r}")
+    for name in types:
+        if not isinstance(name, str) or not name:
+            raise InvalidSettingError(f"types must hold non-empty job type names, got {name!r}")
+    return frozenset(types)
 
 
 def check_ids(ids: Sequence[str] | None, payloads: Sequence[object]) -> Sequence[str] | None:

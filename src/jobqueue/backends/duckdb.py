@@ -52,7 +52,7 @@ import duckdb
 
 from jobqueue import db
 from jobqueue.backends import rules, sql
-from jobqueue.backends.contract import Failed, JobIds, check_ids
+from jobqueue.backends.contract import Failed, JobIds, JobTypes, check_ids, check_types
 from jobqueue.backends.rows import (
     DEAD_COLUMNS,
     DEAD_STORED,
@@ -290,28 +290,34 @@ class DurableQueue(SqlQueue):
 
     # -- worker side -------------------------------------------------------------------
 
-    def claim_many(self, limit: int) -> list[Lease]:
+    def claim_many(self, limit: int, *, types: JobTypes = None) -> list[Lease]:
         """Claim up to ``limit`` due jobs in one transaction: highest priority, then longest-claimable, first.
 
         Each claim counts as an attempt and hides its job for the visibility timeout.
         Jobs met on the way whose final attempt's lease ran out, or whose deadline has
         passed (``"expired: ..."``, no attempt used), are dead-lettered instead. A claimed row
         that cannot be read back is dead-lettered in the same transaction, its reason a
-        :class:`~jobqueue.errors.CorruptJobError`, and the others are handed out.
+        :class:`~jobqueue.errors.CorruptJobError`, and the others are handed out. With
+        ``types``, only jobs of those job types are claimed (or dead-lettered on the way).
 
         Raises:
-            InvalidSettingError: if ``limit`` is not an int >= 1.
+            InvalidSettingError: if ``limit`` is not an int >= 1, or ``types`` is not a
+                collection of job type names.
         """
         check_count("limit", limit)
+        names = _type_list(types)
         with self._lock:
             now = self.clock.now()
-            due = self._due(self._con, now, limit)  # outside a transaction: an empty queue costs one read
+            # outside a transaction: an empty queue costs one read
+            due = self._due(self._con, now, limit, names) if names != [] else []
             if not due:
                 return []
             with self._transaction() as con:
-                return self._claim_due(con, due, now, limit)
+                return self._claim_due(con, due, now, limit, names)
 
-    def ack_and_claim(self, leases: Sequence[Lease], limit: int) -> tuple[list[Lease], list[Lease]]:
+    def ack_and_claim(
+        self, leases: Sequence[Lease], limit: int, *, types: JobTypes = None
+    ) -> tuple[list[Lease], list[Lease]]:
         """Ack ``leases`` and claim up to ``limit`` due jobs, in one transaction (one commit).
 
         What :meth:`ack_many` then :meth:`claim_many` do, for the price of one synced commit
@@ -322,35 +328,45 @@ class DurableQueue(SqlQueue):
 
         Returns:
             ``(stale, claimed)``: the leases that were no longer held (as :meth:`ack_many`
-            returns them), and the new leases (as :meth:`claim_many` returns them).
+            returns them), and the new leases (as :meth:`claim_many` returns them, of
+            ``types`` only if given).
 
         Raises:
-            InvalidSettingError: if ``limit`` is not an int >= 0.
+            InvalidSettingError: if ``limit`` is not an int >= 0, or ``types`` is not a
+                collection of job type names.
         """
         check_count("limit", limit, least=0)
+        names = _type_list(types)
         if not leases:
-            return [], self.claim_many(limit) if limit else []
+            return [], self.claim_many(limit, types=types) if limit else []
         with self._lock:
             now = self.clock.now()
             with self._transaction() as con:
                 acked = self._delete_acked(con, leases)
-                due = self._due(con, now, limit) if limit else []
-                claimed = self._claim_due(con, due, now, limit) if due else []
+                due = self._due(con, now, limit, names) if limit and names != [] else []
+                claimed = self._claim_due(con, due, now, limit, names) if due else []
         return self._count_acked(leases, acked), claimed
 
     def _claim_due(
-        self, con: duckdb.DuckDBPyConnection, due: list[tuple[int, str, bool]], now: float, limit: int
+        self,
+        con: duckdb.DuckDBPyConnection,
+        due: list[tuple[int, str, bool]],
+        now: float,
+        limit: int,
+        names: list[str] | None,
     ) -> list[Lease]:
         """Inside a transaction, bury the final jobs of ``due`` (looking again), lease the rest."""
         while expired := [job_id for _, job_id, final in due if final]:
             self._bury_expired(con, expired, now)
-            due = self._due(con, now, limit)  # look again: they took up places
+            due = self._due(con, now, limit, names)  # look again: they took up places
         rows = self._lease(con, due, now)
         jobs = self._readable(con, rows, HELD, now)
         return _in_order(due, rows, jobs)
 
-    def _due(self, con: duckdb.DuckDBPyConnection, now: float, limit: int) -> list[tuple[int, str, bool]]:
-        """``(rowid, id, final)`` of up to ``limit`` due jobs in claim order (see :meth:`claim_many`).
+    def _due(
+        self, con: duckdb.DuckDBPyConnection, now: float, limit: int, names: list[str] | None
+    ) -> list[tuple[int, str, bool]]:
+        """``(rowid, id, final)`` of up to ``limit`` due jobs (of the types ``names``, or any) in claim order.
 
         ``final``: the job must not run: it has used its last attempt (its final lease ran
         out), or its deadline has passed. While the live jobs have one priority (the usual
@@ -359,7 +375,7 @@ class DurableQueue(SqlQueue):
         for 100 of 1M due jobs here.
         """
         query = SQL["due_by_priority"] if len(self._priorities) > 1 else SQL["due"]
-        return con.execute(query, {"now": now, "limit": limit}).fetchall()
+        return con.execute(query, {"now": now, "limit": limit, "types": names}).fetchall()
 
     def _lease(
         self, con: duckdb.DuckDBPyConnection, due: list[tuple[int, str, bool]], now: float
@@ -523,6 +539,12 @@ class DurableQueue(SqlQueue):
             rows = con.execute(SQL["census"], {"now": now}).fetchall()
             oldest = con.execute(SQL["oldest_waiting"], {"now": now}).fetchall()[0][0]
         return Census(at=now, by_type=tally(rows), estimated=frozenset(), oldest_waiting_age_s=float(oldest))
+
+
+def _type_list(types: JobTypes) -> list[str] | None:
+    """A claim's filter (see :func:`check_types`) as the list the ``due`` statements take, or ``None``."""
+    wanted = check_types(types)
+    return None if wanted is None else sorted(wanted)
 
 
 def _check_path(path: object) -> str:

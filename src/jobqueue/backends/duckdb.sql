@@ -98,6 +98,14 @@ ALTER TABLE jobqueue_jobs ALTER COLUMN fencing_token SET NOT NULL;
 ALTER TABLE jobqueue_dead ALTER COLUMN fencing_token SET NOT NULL;
 UPDATE jobqueue_schema SET version = 5;
 
+-- name: migration_7
+-- Snoozes (jobqueue.errors.Snooze): how many times each live job was given back by a
+-- snooze, which jobqueue.backends.rules.MAX_SNOOZES bounds; a replayed job starts at 0.
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS snoozes INTEGER DEFAULT 0;
+UPDATE jobqueue_jobs SET snoozes = 0 WHERE snoozes IS NULL;
+ALTER TABLE jobqueue_jobs ALTER COLUMN snoozes SET NOT NULL;
+UPDATE jobqueue_schema SET version = 7;
+
 -- name: highest_given_id
 SELECT max(CAST(id[5:] AS BIGINT)) FROM (SELECT id FROM jobqueue_jobs UNION ALL SELECT id FROM jobqueue_dead)
 WHERE regexp_full_match(id, 'job-[1-9][0-9]{0,17}');
@@ -127,12 +135,15 @@ UNION ALL SELECT {dead_job_columns} FROM jobqueue_dead WHERE id IN (SELECT unnes
 
 -- name: due
 -- While the live jobs have one priority: lets DuckDB's top-N skip blocks of later rows.
+-- $types: the job types a worker has handlers for (a list), or NULL for any.
 SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false)
-FROM jobqueue_jobs WHERE visible_at <= $now ORDER BY visible_at, serial LIMIT $limit;
+FROM jobqueue_jobs WHERE visible_at <= $now AND ($types IS NULL OR list_contains($types, type))
+ORDER BY visible_at, serial LIMIT $limit;
 
 -- name: due_by_priority
 SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false)
-FROM jobqueue_jobs WHERE visible_at <= $now ORDER BY priority DESC, visible_at, serial LIMIT $limit;
+FROM jobqueue_jobs WHERE visible_at <= $now AND ($types IS NULL OR list_contains($types, type))
+ORDER BY priority DESC, visible_at, serial LIMIT $limit;
 
 -- name: claim
 UPDATE jobqueue_jobs SET attempts = attempts + 1, leased_until = $until, leased_at = $now, visible_at = $until,
@@ -188,6 +199,13 @@ serial = nextval('jobqueue_serial') WHERE id = $id AND lease_token = $token RETU
 -- name: release
 UPDATE jobqueue_jobs SET attempts = $attempts, run_at = $run_at, visible_at = $run_at, leased_until = NULL,
 leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial') WHERE id = $id AND lease_token = $token
+RETURNING {job_columns};
+
+-- name: snooze
+-- A release that counts, refused (no row) once the job has used its snoozes ($most).
+UPDATE jobqueue_jobs SET attempts = $attempts, run_at = $run_at, visible_at = $run_at, leased_until = NULL,
+leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial'), snoozes = snoozes + 1
+WHERE id = $id AND lease_token = $token AND snoozes < $most
 RETURNING {job_columns};
 
 -- name: dead_letter

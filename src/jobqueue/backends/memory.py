@@ -32,9 +32,11 @@ from jobqueue.backends.contract import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
     Failed,
     JobIds,
+    JobTypes,
     check_delay_s,
     check_holder,
     check_ids,
+    check_types,
 )
 from jobqueue.backoff import RandomFn
 from jobqueue.census import EXACT_UP_TO, Census, live_state, tally
@@ -118,6 +120,7 @@ class JobQueue:
         self._serial = itertools.count()
         self._lease_serial = itertools.count(1)
         self._outcomes = OutcomeLog()
+        self._snoozes: dict[str, int] = {}  # job id -> times snoozed, while it lives
 
     # -- producer side -------------------------------------------------------------
 
@@ -170,7 +173,7 @@ class JobQueue:
 
     # -- worker side ---------------------------------------------------------------
 
-    def claim(self) -> Lease | None:
+    def claim(self, *, types: JobTypes = None) -> Lease | None:
         """Lease the due job of highest priority, claimable longest among equals; or ``None``.
 
         The claim counts as an attempt (a worker that crashes mid-job still used one),
@@ -178,38 +181,65 @@ class JobQueue:
         :attr:`~jobqueue.job.Job.fencing_token`, larger than any before. On its way to that job the claim
         dead-letters, instead of handing out, a job whose final attempt's lease ran out, and
         a job past its deadline (:attr:`Job.expires_at`: ``"expired: ..."``, no attempt
-        used). Jobs behind the one claimed wait for a later claim, even if expired.
+        used). Jobs behind the one claimed wait for a later claim, even if expired. With
+        ``types``, only jobs of those job types are claimed (or dead-lettered); see
+        :meth:`claim_many`.
+
+        Raises:
+            InvalidSettingError: if ``types`` is not a collection of job type names.
         """
+        leases = self.claim_many(1, types=types)
+        return leases[0] if leases else None
+
+    def claim_many(self, limit: int, *, types: JobTypes = None) -> list[Lease]:
+        """Claim up to ``limit`` due jobs at once, in the order :meth:`claim` would.
+
+        Args:
+            limit: how many jobs at most (>= 1).
+            types: the names of the job types to claim (a worker's handlers), or ``None``
+                for any; jobs of other types are passed over and keep their places. Each
+                claim with a filter steps over the due jobs of other types ahead of the ones
+                it takes (this queue keeps one order for all types).
+
+        Raises:
+            InvalidSettingError: if ``limit`` is not an int >= 1, or ``types`` is not a
+                collection of job type names.
+        """
+        check_count("limit", limit)
+        wanted = check_types(types)
         now = self.clock.now()
         self._promote(now)
-        while (job_id := self._pop_due(now)) is not None:
-            del self._current[job_id]  # its entries are stale from now on
+        leases: list[Lease] = []
+        passed: list[tuple[tuple[int, float, int, str], deque[tuple[float, int, str]] | None]] = []
+        while len(leases) < limit and wanted != frozenset() and (popped := self._pop_due(now)) is not None:
+            job_id = popped[0][3]
             job = self._jobs[job_id]
+            if wanted is not None and job.type not in wanted:
+                passed.append(popped)  # put back below, where it was
+                continue
+            del self._current[job_id]  # its entries are stale from now on
             if (reason := rules.refusal(job, now)) is not None:
                 self._bury(replace(job, leased_until=None, leased_at=None, last_error=reason), now)
                 continue
-            until = now + self.visibility_timeout_s
-            serial = next(self._lease_serial)  # also the fencing token: never handed out again
-            leased = replace(
-                job, attempts=job.attempts + 1, leased_until=until, leased_at=now, fencing_token=serial
-            )
-            token = f"lease-{serial}"
-            self._tokens[job_id] = token
-            self._store(leased)
-            return Lease(job=leased, token=token)
-        return None
-
-    def claim_many(self, limit: int) -> list[Lease]:
-        """Claim up to ``limit`` due jobs at once, in the order :meth:`claim` would.
-
-        Raises:
-            InvalidSettingError: if ``limit`` is not an int >= 1.
-        """
-        check_count("limit", limit)
-        leases: list[Lease] = []
-        while len(leases) < limit and (lease := self.claim()) is not None:
-            leases.append(lease)
+            leases.append(self._lease(job, now))
+        for entry, fifo in reversed(passed):
+            if fifo is None:
+                heapq.heappush(self._ready, entry)
+            else:  # into its FIFO, which _pop_due drops from _fresh once it looks empty
+                self._fresh.setdefault(-entry[0], fifo).appendleft(entry[1:])
         return leases
+
+    def _lease(self, job: Job, now: float) -> Lease:
+        """Lease the due ``job`` (its entries already stale): an attempt more, hidden for the lease."""
+        until = now + self.visibility_timeout_s
+        serial = next(self._lease_serial)  # also the fencing token: never handed out again
+        leased = replace(
+            job, attempts=job.attempts + 1, leased_until=until, leased_at=now, fencing_token=serial
+        )
+        token = f"lease-{serial}"
+        self._tokens[job.id] = token
+        self._store(leased)
+        return Lease(job=leased, token=token)
 
     def ack(self, lease: Lease) -> None:
         """Mark the leased job done: it leaves the queue for good.
@@ -223,6 +253,7 @@ class JobQueue:
         """
         job_id = self._holder(lease).id
         del self._jobs[job_id], self._tokens[job_id], self._current[job_id]
+        self._snoozes.pop(job_id, None)
         self._compact_if_stale()
         self._outcomes.record(self.clock.now(), failed=False)
 
@@ -330,6 +361,34 @@ class JobQueue:
         del self._tokens[given_back.id]
         self._store(given_back)
         return given_back
+
+    def snooze(self, lease: Lease, *, delay_s: float) -> Job | None:
+        """Give a claimed job back unrun, due after ``delay_s``, the attempt not counted: a snooze.
+
+        What a :class:`~jobqueue.worker.Worker` does when a handler raises
+        :class:`~jobqueue.errors.Snooze`: like :meth:`release`, but counted, and only
+        :data:`~jobqueue.backends.rules.MAX_SNOOZES` times per job (a replay starts the
+        count afresh).
+
+        Returns:
+            The job's record, waiting again; or ``None`` if the job has used its snoozes:
+            nothing changed, and the caller fails the attempt instead.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
+                changes.
+            InvalidSettingError: if ``delay_s`` is not a finite number >= 0; nothing
+                changes.
+
+        Introduced with snoozing (issue 24).
+        """
+        check_delay_s(delay_s)
+        job = self._holder(lease)
+        snoozes = self._snoozes.get(job.id, 0)
+        if not rules.may_snooze(snoozes):
+            return None
+        self._snoozes[job.id] = snoozes + 1
+        return self.release(lease, delay_s=delay_s)
 
     # -- dead letters --------------------------------------------------------------
 
@@ -477,12 +536,15 @@ class JobQueue:
             heapq.heappop(later)
             self._make_ready(self._jobs[entry[2]], entry)
 
-    def _pop_due(self, now: float) -> str | None:
-        """Take the entry of the job to claim next off its FIFO or heap; its id, or ``None``.
+    def _pop_due(
+        self, now: float
+    ) -> tuple[tuple[int, float, int, str], deque[tuple[float, int, str]] | None] | None:
+        """Take the entry of the job to claim next off its FIFO or heap, or ``None``.
 
         That is the live entry first by (-priority, visible_at, serial) among the FIFOs'
         heads and the top of ``_ready``, if it is due at ``now`` (it may not be, after the
-        clock went back).
+        clock went back). Returns that entry as ``(-priority, visible_at, serial, id)``
+        and the FIFO it came from (``None``: from ``_ready``), so it can be put back.
         """
         best = self._top(self._ready)
         best_fifo = None
@@ -498,12 +560,13 @@ class JobQueue:
             heapq.heappop(self._ready)
         else:
             best_fifo.popleft()
-        return best[3]
+        return best, best_fifo
 
     def _bury(self, job: Job, now: float) -> None:
         self._current.pop(job.id, None)
         del self._jobs[job.id]
         self._tokens.pop(job.id, None)
+        self._snoozes.pop(job.id, None)  # a replay starts the count afresh
         self._dead[job.id] = DeadLetter(job=job, died_at=now)
         self._compact_if_stale()
 

@@ -57,7 +57,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 
 from jobqueue.backends import rules, sql
-from jobqueue.backends.contract import Failed, JobIds, check_ids
+from jobqueue.backends.contract import Failed, JobIds, JobTypes, check_ids, check_types
 from jobqueue.backends.rows import (
     DEAD_COLUMNS,
     JOB,
@@ -80,6 +80,7 @@ from jobqueue.errors import (
     QueuePrivilegeError,
     QueueSchemaError,
     QueueUnavailableError,
+    StaleLeaseError,
 )
 from jobqueue.job import DeadLetter, Job, JobType, Lease, check_count, check_positive_seconds, check_priority
 
@@ -104,6 +105,8 @@ SQL = sql.load(
 )
 """The statements of ``postgres.sql`` by block name: the select lists the row conversion
 reads, and the reasons of :func:`jobqueue.backends.rules.refusal`, filled in."""
+
+SQL["claim_types"] = SQL["claim"].replace("/* types */", "AND type = ANY(%(types)b::text[])")
 
 SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
@@ -363,7 +366,7 @@ class PostgresQueue(SqlQueue):
 
     # -- worker side -------------------------------------------------------------------
 
-    def claim_many(self, limit: int) -> list[Lease]:
+    def claim_many(self, limit: int, *, types: JobTypes = None) -> list[Lease]:
         """Claim up to ``limit`` due jobs, by priority then longest-claimable, skipping others' claims.
 
         Each claim counts as an attempt and hides its job for the visibility timeout. Jobs
@@ -390,10 +393,19 @@ class PostgresQueue(SqlQueue):
         each connection moves their sequence 2^32 numbers on in a commit that waits for the
         disk (``fencing_floor`` in ``postgres.sql``), past every number a crash could lose.
 
+        With ``types``, only jobs of those job types are claimed (or dead-lettered on the
+        way): the others are passed over in the claim index, so a claim with a filter
+        reads the due jobs of other types ahead of the ones it takes.
+
         Raises:
-            InvalidSettingError: if ``limit`` is not an int >= 1.
+            InvalidSettingError: if ``limit`` is not an int >= 1, or ``types`` is not a
+                collection of job type names.
         """
         check_count("limit", limit)
+        wanted = check_types(types)
+        if wanted is not None and not wanted:
+            return []
+        names = None if wanted is None else sorted(wanted)
         leases: list[Lease] = []
         with self._connection() as con:
             if not getattr(self._local, "fenced", False):  # a new connection: pass over lost tokens
@@ -404,8 +416,13 @@ class PostgresQueue(SqlQueue):
             while buried and len(leases) < limit:  # buried jobs took up places: look again
                 now = self.clock.now()
                 rows = con.execute(
-                    SQL["claim"],
-                    {"now": now, "until": now + self.visibility_timeout_s, "limit": limit - len(leases)},
+                    SQL["claim" if names is None else "claim_types"],
+                    {
+                        "now": now,
+                        "until": now + self.visibility_timeout_s,
+                        "limit": limit - len(leases),
+                        "types": names,
+                    },
                     prepare=self._prepare(con),
                     binary=True,  # numbers as they are stored, not as decimal text to parse
                 ).fetchall()
@@ -418,7 +435,23 @@ class PostgresQueue(SqlQueue):
                             leases.append(lease)
                         else:
                             buried += 1
-        return leases
+        return self._renewed_if_late(leases, now)
+
+    def _renewed_if_late(self, leases: list[Lease], asked_at: float) -> list[Lease]:
+        """``leases``, extended from now if their claim waited (a lock) past a third of its lease.
+
+        The lease end was computed before the statement ran: a claim that waited long for a
+        lock hands out leases already over or nearly, which another worker could take at
+        once. Such leases are extended from now; one taken meanwhile is dropped (its new
+        holder runs the job).
+        """
+        if not leases or self.clock.now() - asked_at < self.visibility_timeout_s / 3:
+            return leases
+        renewed = []
+        for lease in leases:
+            with suppress(StaleLeaseError):
+                renewed.append(self.extend_lease(lease))
+        return renewed
 
     def calls_block(self) -> bool:
         """Whether a :class:`~jobqueue.worker.Worker` should make this queue's calls in threads.

@@ -72,6 +72,25 @@ def release(job: Job, *, now: float, delay_s: float) -> Job:
     return replace(job, attempts=job.attempts - 1, run_at=run_at, leased_until=None, leased_at=None)
 
 
+MAX_SNOOZES = 25
+"""Times one job may be snoozed (:class:`~jobqueue.errors.Snooze`) without spending an attempt.
+
+The snooze after the last one counts as a failed attempt, so a handler that snoozes
+forever still ends in the dead letters; a replay starts the count afresh. (Oban lets a job
+snooze without limit and counts each snooze as an attempt; River does not count them.)
+"""
+
+
+def may_snooze(snoozes: int) -> bool:
+    """Whether a job snoozed ``snoozes`` times so far may snooze once more without spending an attempt."""
+    return snoozes < MAX_SNOOZES
+
+
+def snooze_failure(snoozes: int) -> str:
+    """The ``last_error`` of a job whose snooze came after its ``snoozes`` allowed ones: a failed attempt."""
+    return f"Snooze: snoozed {snoozes} times already, the most a job may (MAX_SNOOZES)"
+
+
 def replay(job: Job, *, now: float) -> Job:
     """The record of a dead ``job`` replayed at ``now``: due now, no attempt used, a fresh deadline.
 
@@ -139,11 +158,40 @@ def expiry_reason_sql(now: str) -> str:
 def is_permanent(error: BaseException) -> bool:
     """Whether a handler's ``error`` rules out a retry: the job is dead-lettered at once.
 
-    True for :class:`~jobqueue.errors.PermanentJobError` (the handler said so),
-    :class:`~jobqueue.errors.PayloadError` (the stored payload does not validate) and
-    :class:`~jobqueue.errors.UnknownJobTypeError` (no handler). Introduced in lesson 04.
+    True for :class:`~jobqueue.errors.PermanentJobError` (the handler said so) and
+    :class:`~jobqueue.errors.PayloadError` (the stored payload does not validate). Not
+    for :class:`~jobqueue.errors.UnknownJobTypeError`: a job this worker has no handler
+    for is another version's (see :func:`is_given_back`). Introduced in lesson 04.
     """
-    return isinstance(error, PermanentJobError | PayloadError | UnknownJobTypeError)
+    return isinstance(error, PermanentJobError | PayloadError)
+
+
+UNKNOWN_TYPE_DELAY_S = 10.0
+"""Seconds a job of a type the worker has no handler for waits, given back unrun.
+
+A worker claims only its own types, so such a job reaches one only through a claim without
+a filter. During a rolling deploy that is a job of the new version met by an old worker:
+given back (its attempt not counted), it waits this long, so that the old workers do not
+claim it again at once, and a new worker runs it. Burying it, as before, lost the job to
+the dead letters until someone replayed it.
+"""
+
+
+def is_given_back(error: BaseException) -> bool:
+    """Whether a handler's ``error`` gives the job back unrun instead of failing it.
+
+    True for :class:`~jobqueue.errors.UnknownJobTypeError` (no handler here: wait
+    :data:`UNKNOWN_TYPE_DELAY_S`) and :class:`~jobqueue.errors.CircuitOpenError` (the
+    dependency's breaker is open: wait :func:`deferral_s`); neither spends an attempt.
+    """
+    return isinstance(error, UnknownJobTypeError | CircuitOpenError)
+
+
+def given_back_s(error: BaseException, now: float) -> float:
+    """Seconds a job given back for ``error`` (see :func:`is_given_back`) waits before it is due again."""
+    if isinstance(error, CircuitOpenError):
+        return deferral_s(error, now)
+    return UNKNOWN_TYPE_DELAY_S
 
 
 def deferral_s(error: CircuitOpenError, now: float) -> float:

@@ -26,6 +26,7 @@ from jobqueue.backends import rules
 from jobqueue.backends.contract import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
     Failed,
+    JobTypes,
     check_delay_s,
     check_holder,
     not_acked,
@@ -134,12 +135,12 @@ class SqlQueue(ABC):
         self.close()
 
     @abstractmethod
-    def claim_many(self, limit: int) -> list[Lease]:
-        """Lease up to ``limit`` due jobs; see :meth:`JobQueue.claim_many`."""
+    def claim_many(self, limit: int, *, types: JobTypes = None) -> list[Lease]:
+        """Lease up to ``limit`` due jobs (of ``types`` only, if given); see :meth:`JobQueue.claim_many`."""
 
-    def claim(self) -> Lease | None:
+    def claim(self, *, types: JobTypes = None) -> Lease | None:
         """Lease the job that has been claimable longest, or ``None``; see :meth:`JobQueue.claim`."""
-        leases = self.claim_many(1)
+        leases = self.claim_many(1, types=types)
         return leases[0] if leases else None
 
     def ack(self, lease: Lease) -> None:
@@ -224,6 +225,27 @@ class SqlQueue(ABC):
             found = rows.fetchall()
             if not found:
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
+        return JOB.read(found[0])
+
+    def snooze(self, lease: Lease, *, delay_s: float) -> Job | None:
+        """Give a claimed job back for ``delay_s`` unless out of snoozes; see :meth:`JobQueue.snooze`.
+
+        One statement, which changes the row only while ``lease`` is its current lease and
+        the row's ``snoozes`` count is below :data:`~jobqueue.backends.rules.MAX_SNOOZES`.
+
+        Raises:
+            StaleLeaseError: if ``lease`` is no longer the job's current lease.
+            InvalidSettingError: if ``delay_s`` is not a finite number >= 0.
+        """
+        given_back = rules.release(lease.job, now=self.clock.now(), delay_s=check_delay_s(delay_s))
+        values = {"attempts": given_back.attempts, "run_at": given_back.run_at, "most": rules.MAX_SNOOZES}
+        with self._connection() as con:
+            found = con.execute(
+                self.sql["snooze"], values | {"id": lease.job.id, "token": lease.token}
+            ).fetchall()
+            if not found:
+                self._check_holder(con, lease)  # raises StaleLeaseError, saying why
+                return None  # held, so its snoozes are used up
         return JOB.read(found[0])
 
     def replay(self, job_id: str) -> Job:

@@ -181,6 +181,7 @@ OUTCOME_STYLE: dict[str, tuple[str, str]] = {
     "stale": ("s", "tab:grey"),
     "released": ("v", "tab:purple"),
     "deferred": ("D", "tab:blue"),
+    "snoozed": ("P", "tab:cyan"),
 }
 """Marker and colour of an attempt's end on a timeline, for every :data:`~jobqueue.worker.Outcome`."""
 
@@ -191,6 +192,7 @@ OUTCOME_LABELS: dict[str, str] = {
     "stale": "lease lost, not acked",
     "released": "given back at shutdown",
     "deferred": "deferred, circuit open",
+    "snoozed": "snoozed, attempt not counted",
 }
 """Legend label of each outcome on a timeline."""
 
