@@ -24,6 +24,9 @@ OLD_JOB = (
     " VALUES ('old-1', 'contract_ping', '{\"number\": 1}', 5, 1.0, 60.0, 0, 0)"
 )
 
+LATER = list(range(3, postgres.SCHEMA_VERSION + 1))
+"""The versions a migration from version 2 takes the tables through."""
+
 
 def make_version_2(conninfo: str) -> None:
     """Lesson 12's first tables (schema version 2), holding one waiting job."""
@@ -42,6 +45,8 @@ def test_the_plan_builds_and_drops_indexes_concurrently_each_alone() -> None:
         (4, None),
         (4, None),
         (4, None),
+        (5, None),
+        (5, None),
     ]
     assert plan[1].sql == "DROP INDEX CONCURRENTLY IF EXISTS jobqueue_jobs_claim"
     assert plan[2].sql.startswith("CREATE INDEX CONCURRENTLY IF NOT EXISTS jobqueue_jobs_claim ON")
@@ -59,7 +64,7 @@ def test_an_older_schema_is_refused_until_migrated_then_keeps_its_jobs(
     assert main(["stats", pg_conninfo]) == 1  # the CLI too: one line, the command to run
     assert "jobqueue migrate" in capsys.readouterr().err
     assert main(["migrate", pg_conninfo]) == 0
-    assert "schema version 4" in capsys.readouterr().out
+    assert f"schema version {postgres.SCHEMA_VERSION}" in capsys.readouterr().out
     with jq.PostgresQueue(pg_conninfo, clock=jq.ManualClock()) as queue:
         [job] = queue.jobs()
         assert (job.id, job.priority, job.expires_at) == ("old-1", 0, None)
@@ -82,13 +87,25 @@ def test_a_migration_cut_short_runs_again_to_the_end(pg_conninfo: str) -> None:
         con.execute(
             "UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'jobqueue_jobs_claim'::regclass"
         )
-    assert postgres.migrate(pg_conninfo) == [3, 4]
+    assert postgres.migrate(pg_conninfo) == LATER
     with psycopg.connect(pg_conninfo) as con:
         [(definition, valid)] = con.execute(
             "SELECT pg_get_indexdef(indexrelid), indisvalid FROM pg_index"
             " WHERE indexrelid = 'jobqueue_jobs_claim'::regclass"
         ).fetchall()
     assert valid and "priority DESC" in definition
+
+
+def test_the_enqueue_time_migration_runs_again_and_old_jobs_count_from_their_run_at(pg_conninfo: str) -> None:
+    make_version_2(pg_conninfo)
+    assert postgres.migrate(pg_conninfo) == LATER
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:  # as if cut short before its version
+        con.execute("UPDATE jobqueue_schema SET version = 4")
+    assert postgres.migrate(pg_conninfo) == LATER[2:]
+    with jq.PostgresQueue(pg_conninfo, clock=jq.ManualClock(30.0)) as queue:
+        [job] = queue.jobs()
+        assert (job.id, job.enqueued_at) == ("old-1", None)
+        assert queue.metrics().oldest_enqueued_age_s == 30.0  # its run_at is 0
 
 
 def test_a_migration_gives_up_on_a_lock_held_by_a_long_transaction(pg_conninfo: str) -> None:
@@ -99,7 +116,7 @@ def test_a_migration_gives_up_on_a_lock_held_by_a_long_transaction(pg_conninfo: 
             postgres.migrate(pg_conninfo, lock_timeout_s=0.2)
     with psycopg.connect(pg_conninfo) as con:  # nothing of version 3 was recorded
         assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(2,)]
-    assert postgres.migrate(pg_conninfo) == [3, 4]  # once it ended
+    assert postgres.migrate(pg_conninfo) == LATER  # once it ended
 
 
 def test_an_empty_database_is_made_current_by_a_queue_or_by_migrate(pg_conninfo: str) -> None:
@@ -118,7 +135,7 @@ def test_two_migrations_at_once_take_turns(pg_conninfo: str) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(results) == [[], [3, 4]]
+    assert sorted(results) == [[], LATER]
 
 
 def test_migrate_on_a_duckdb_file_opens_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -94,7 +94,7 @@ SQL = sql.load(
         ),
         "new_columns": NEW_COLUMNS,
         "new_values": "0, $max_attempts, $base_s, $cap_s, $now, $now, nextval('jobqueue_serial'), $priority,"
-        " $expires_at, $expires_after_s",
+        " $expires_at, $expires_after_s, $now",
     },
 )
 """The statements of ``duckdb.sql`` by block name; the blocks share postgres.sql's names.
@@ -109,7 +109,8 @@ SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
 
 1: lesson 11's tables. 2: when a lease was claimed. 3: priorities and deadlines (lesson
-13). 4: priorities NOT NULL. 5: fencing tokens (lesson 06). Older files are migrated when a queue opens them
+13). 4: priorities NOT NULL. 5: fencing tokens (lesson 06). 6: the enqueue time (lesson
+13's age since enqueue). Older files are migrated when a queue opens them
 (``migration_N`` of ``duckdb.sql``).
 """
 

@@ -98,6 +98,13 @@ ALTER TABLE jobqueue_jobs ALTER COLUMN fencing_token SET NOT NULL;
 ALTER TABLE jobqueue_dead ALTER COLUMN fencing_token SET NOT NULL;
 UPDATE jobqueue_schema SET version = 5;
 
+-- name: migration_6
+-- Age since enqueue (lesson 13): each job, and each dead letter, stores when it was
+-- enqueued. Jobs enqueued before have NULL, and the metrics count them from their run_at.
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS enqueued_at DOUBLE;
+ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS enqueued_at DOUBLE;
+UPDATE jobqueue_schema SET version = 6;
+
 -- name: highest_given_id
 SELECT max(CAST(id[5:] AS BIGINT)) FROM (SELECT id FROM jobqueue_jobs UNION ALL SELECT id FROM jobqueue_dead)
 WHERE regexp_full_match(id, 'job-[1-9][0-9]{0,17}');
@@ -173,13 +180,13 @@ DELETE FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids));
 -- name: bury_unreadable
 INSERT INTO jobqueue_dead ({dead_stored}, died_at)
 VALUES ($id, $type, $payload, $attempts, $max_attempts, $base_s, $cap_s, $run_at, $error, $priority,
-$expires_at, $expires_after_s, $fencing_token, $now);
+$expires_at, $expires_after_s, $fencing_token, $enqueued_at, $now);
 
 -- name: rewrite_dead
 UPDATE jobqueue_dead SET type = $type, payload = $payload, attempts = $attempts, max_attempts = $max_attempts,
 base_s = $base_s, cap_s = $cap_s, run_at = $run_at, last_error = $error, priority = $priority,
-expires_at = $expires_at, expires_after_s = $expires_after_s, fencing_token = $fencing_token, died_at = $now
-WHERE id = $id;
+expires_at = $expires_at, expires_after_s = $expires_after_s, fencing_token = $fencing_token,
+enqueued_at = $enqueued_at, died_at = $now WHERE id = $id;
 
 -- name: extend
 UPDATE jobqueue_jobs SET leased_until = $until, visible_at = greatest(run_at, $until),
@@ -197,9 +204,9 @@ DELETE FROM jobqueue_dead WHERE id = $id RETURNING {dead_columns};
 
 -- name: replay
 INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, last_error, priority,
-expires_after_s, attempts, run_at, visible_at, serial, expires_at, fencing_token)
+expires_after_s, attempts, run_at, visible_at, serial, expires_at, fencing_token, enqueued_at)
 VALUES ($id, $type, $payload, $max_attempts, $base_s, $cap_s, $error, $priority, $expires_after_s, $attempts,
-$run_at, $run_at, nextval('jobqueue_serial'), $expires_at, $fencing_token)
+$run_at, $run_at, nextval('jobqueue_serial'), $expires_at, $fencing_token, $enqueued_at)
 RETURNING {job_columns};
 
 -- name: discard
@@ -226,6 +233,7 @@ SELECT count(*) FILTER (WHERE visible_at <= $now),
        count(*) FILTER (WHERE leased_until > $now),
        coalesce(max($now - visible_at) FILTER (WHERE visible_at <= $now), 0.0),
        coalesce(max($now - leased_at) FILTER (WHERE leased_until > $now), 0.0),
+       coalesce(max($now - coalesce(enqueued_at, run_at)) FILTER (WHERE coalesce(leased_until <= $now, true)), 0.0),
        (SELECT count(*) FROM jobqueue_dead),
        (SELECT coalesce(sum(done), 0) FROM jobqueue_outcomes WHERE second BETWEEN $since AND $now),
        (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN $since AND $now)

@@ -94,7 +94,7 @@ SQL = sql.load(
         "lease_lost_reason": rules.lease_lost_reason_sql(),
         "new_columns": NEW_COLUMNS,
         "new_values": "0, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s,"
-        " nextval('jobqueue_serial'), %(priority)s, %(expires_at)s, %(expires_after_s)s",
+        " nextval('jobqueue_serial'), %(priority)s, %(expires_at)s, %(expires_after_s)s, %(now)s",
     },
 )
 """The statements of ``postgres.sql`` by block name: the select lists the row conversion
@@ -104,8 +104,8 @@ SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
 
 2: lesson 12's tables. 3: priorities and deadlines (lesson 13). 4: fencing tokens (lesson
-06). Older tables are migrated when a queue opens them (``migration_N`` blocks of
-``postgres.sql``).
+06). 5: the enqueue time (lesson 13's age since enqueue). Older tables are migrated when a
+queue opens them (``migration_N`` blocks of ``postgres.sql``).
 """
 
 
@@ -440,7 +440,13 @@ class PostgresQueue(SqlQueue):
 
     def _store_replay(self, con: psycopg.Connection[Any], job: Job) -> Sequence[Any]:
         """Mark the replayed ``job`` waiting again (its dead letter is locked); return its row."""
-        values = {"attempts": job.attempts, "run_at": job.run_at, "expires_at": job.expires_at, "id": job.id}
+        values = {
+            "attempts": job.attempts,
+            "run_at": job.run_at,
+            "expires_at": job.expires_at,
+            "enqueued_at": job.enqueued_at,
+            "id": job.id,
+        }
         row: Sequence[Any] = con.execute(SQL["replay"], values).fetchall()[0]
         return row
 

@@ -73,6 +73,13 @@ CREATE SEQUENCE IF NOT EXISTS jobqueue_fencing;
 ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS fencing_token bigint NOT NULL DEFAULT 0;
 UPDATE jobqueue_schema SET version = 4;
 
+-- name: migration_5
+-- Age since enqueue (lesson 13): each job stores when it was enqueued, kept through its
+-- retries and releases. Jobs enqueued before have NULL, and the metrics count them from
+-- their run_at instead. Adding a column without a default rewrites no row.
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS enqueued_at double precision;
+UPDATE jobqueue_schema SET version = 5;
+
 -- name: fencing_floor
 -- Run on each new connection before its first claim, in a transaction of its own: moves
 -- jobqueue_fencing 2^32 numbers on, and waits for the disk. A claim commits without waiting
@@ -275,7 +282,7 @@ UPDATE jobqueue_jobs
 SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
     last_error = %(error)s, attempts = %(attempts)s, max_attempts = %(max_attempts)s,
     base_s = %(base_s)s, cap_s = %(cap_s)s, run_at = %(run_at)s, priority = %(priority)s,
-    expires_at = %(expires_at)s, expires_after_s = %(expires_after_s)s
+    expires_at = %(expires_at)s, expires_after_s = %(expires_after_s)s, enqueued_at = %(enqueued_at)s
 WHERE id = %(id)s AND died_at IS NULL;
 
 -- name: extend
@@ -305,10 +312,11 @@ SELECT {dead_columns} FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NOT NU
 
 -- name: replay
 -- What jobqueue.backends.rules.replay made of the dead letter: due now, no attempt used, a
--- fresh deadline.
+-- fresh deadline, enqueued anew.
 UPDATE jobqueue_jobs
 SET died_at = NULL, attempts = %(attempts)s, run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL,
-    leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial'), expires_at = %(expires_at)s
+    leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial'), expires_at = %(expires_at)s,
+    enqueued_at = %(enqueued_at)s
 WHERE id = %(id)s AND died_at IS NOT NULL
 RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');
 
@@ -338,6 +346,8 @@ SELECT count(*) FILTER (WHERE died_at IS NULL AND visible_at <= %(now)s),
        count(*) FILTER (WHERE died_at IS NULL AND leased_until > %(now)s),
        coalesce(max(%(now)s - visible_at) FILTER (WHERE died_at IS NULL AND visible_at <= %(now)s), 0.0),
        coalesce(max(%(now)s - leased_at) FILTER (WHERE died_at IS NULL AND leased_until > %(now)s), 0.0),
+       coalesce(max(%(now)s - coalesce(enqueued_at, run_at))
+                FILTER (WHERE died_at IS NULL AND coalesce(leased_until <= %(now)s, true)), 0.0),
        count(*) FILTER (WHERE died_at IS NOT NULL),
        (SELECT coalesce(sum(done), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s),
        (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s)

@@ -75,8 +75,10 @@ def release(job: Job, *, now: float, delay_s: float) -> Job:
 def replay(job: Job, *, now: float) -> Job:
     """The record of a dead ``job`` replayed at ``now``: due now, no attempt used, a fresh deadline.
 
-    Its priority is kept, and its ``last_error`` until the next failure, for the record.
-    Introduced in lesson 05; the fresh deadline in lesson 13.
+    Its priority is kept, and its ``last_error`` until the next failure, for the record. Its
+    ``enqueued_at`` becomes ``now``: an operator's replay is a new start, so a dead letter
+    of last week replayed today does not set off the age-since-enqueue alarm. Introduced in
+    lesson 05; the fresh deadline in lesson 13.
     """
     return replace(
         job,
@@ -85,6 +87,7 @@ def replay(job: Job, *, now: float) -> Job:
         leased_until=None,
         leased_at=None,
         expires_at=deadline(now, job.expires_after_s),
+        enqueued_at=now,
     )
 
 
