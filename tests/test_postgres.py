@@ -45,7 +45,7 @@ from jobqueue import (
     Worker,
 )
 from jobqueue.backends.contract import Queue
-from jobqueue.backends.postgres import PostgresQueue, describe_server, migrate
+from jobqueue.backends.postgres import SCHEMA_VERSION, PostgresQueue, describe_server, migrate
 from jobqueue.errors import QueueSchemaError
 from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 from jobqueue.testing.contract import Settings, queue_state_machine
@@ -610,7 +610,7 @@ def test_tables_of_another_schema_version_are_refused(pg_conninfo: str) -> None:
     PostgresQueue(pg_conninfo).close()
     with psycopg.connect(pg_conninfo, autocommit=True) as con:
         con.execute("UPDATE jobqueue_schema SET version = 99")
-    with pytest.raises(QueueSchemaError, match=r"schema version \[99\].*reads version 4"):
+    with pytest.raises(QueueSchemaError, match=rf"schema version \[99\].*reads version {SCHEMA_VERSION}"):
         PostgresQueue(pg_conninfo)
 
 
@@ -864,7 +864,7 @@ def test_tables_of_version_2_are_refused_then_migrated_and_keep_their_jobs(pg_co
     with psycopg.connect(pg_conninfo, autocommit=True) as con:  # back to lesson 12's tables
         con.execute(
             "ALTER TABLE jobqueue_jobs DROP COLUMN priority, DROP COLUMN expires_at,"
-            " DROP COLUMN expires_after_s, DROP COLUMN fencing_token"
+            " DROP COLUMN expires_after_s, DROP COLUMN fencing_token, DROP COLUMN enqueued_at"
         )
         con.execute("DROP SEQUENCE jobqueue_fencing")
         con.execute(
@@ -873,7 +873,7 @@ def test_tables_of_version_2_are_refused_then_migrated_and_keep_their_jobs(pg_co
         con.execute("UPDATE jobqueue_schema SET version = 2")
     with pytest.raises(QueueSchemaError, match="jobqueue migrate"):  # never on open: a deploy's step
         PostgresQueue(pg_conninfo, clock=clock)
-    assert migrate(pg_conninfo) == [3, 4]
+    assert migrate(pg_conninfo) == list(range(3, SCHEMA_VERSION + 1))
     with PostgresQueue(pg_conninfo, clock=clock) as queue:
         assert [(job.id, job.priority, job.expires_at) for job in queue.jobs()] == [
             ("old-1", 0, None),
@@ -882,7 +882,7 @@ def test_tables_of_version_2_are_refused_then_migrated_and_keep_their_jobs(pg_co
         queue.enqueue(RENDER_INVOICE, invoice(3), id="new", priority=1)
         assert [lease.job.id for lease in queue.claim_many(3)] == ["new", "old-1", "old-2"]
     with psycopg.connect(pg_conninfo, autocommit=True) as con:
-        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(4,)]
+        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(SCHEMA_VERSION,)]
         [(index,)] = con.execute(
             "SELECT indexdef FROM pg_indexes WHERE indexname = 'jobqueue_jobs_claim'"
         ).fetchall()
@@ -897,10 +897,10 @@ def test_tables_of_version_3_are_migrated_and_old_leases_get_fencing_tokens(
         queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2)], ids=["held", "waiting"])
         held = queue.claim()
     with psycopg.connect(pg_conninfo, autocommit=True) as con:  # back to lesson 13's tables
-        con.execute("ALTER TABLE jobqueue_jobs DROP COLUMN fencing_token")
+        con.execute("ALTER TABLE jobqueue_jobs DROP COLUMN fencing_token, DROP COLUMN enqueued_at")
         con.execute("DROP SEQUENCE jobqueue_fencing")
         con.execute("UPDATE jobqueue_schema SET version = 3")
-    assert migrate(pg_conninfo) == [4]
+    assert migrate(pg_conninfo) == list(range(4, SCHEMA_VERSION + 1))
     with PostgresQueue(pg_conninfo, clock=clock) as queue:
         assert [(job.id, job.fencing_token) for job in queue.jobs()] == [("waiting", 0), ("held", 0)]
         assert held is not None
@@ -908,4 +908,4 @@ def test_tables_of_version_3_are_migrated_and_old_leases_get_fencing_tokens(
         lease = queue.claim()
         assert lease is not None and lease.job.id == "waiting" and lease.job.fencing_token > 0
     with psycopg.connect(pg_conninfo, autocommit=True) as con:
-        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(4,)]
+        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(SCHEMA_VERSION,)]
