@@ -47,6 +47,8 @@ def test_the_plan_builds_and_drops_indexes_concurrently_each_alone() -> None:
         (4, None),
         (5, None),
         (5, None),
+        (5, "jobqueue_finished_at"),
+        (5, None),
     ]
     assert plan[1].sql == "DROP INDEX CONCURRENTLY IF EXISTS jobqueue_jobs_claim"
     assert plan[2].sql.startswith("CREATE INDEX CONCURRENTLY IF NOT EXISTS jobqueue_jobs_claim ON")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import pydantic
 import pydantic_core
@@ -368,6 +368,28 @@ class DeadLetter:
 
     job: Job
     died_at: float
+
+
+FinishedOutcome = Literal["done", "cancelled"]
+"""How a kept finished job ended: acked, or cancelled (dead jobs are the dead letters)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinishedJob:
+    """A finished job a queue keeps for a while (``retain_s``), for looking at what ran.
+
+    Attributes:
+        job: its record as it finished: ``attempts`` used, ``enqueued_at``, ``leased_at``
+            (when its last attempt was claimed), ``last_error`` of an earlier attempt.
+        outcome: ``"done"`` (acked) or ``"cancelled"``.
+        finished_at: when it finished, in seconds on the queue's clock.
+
+    Introduced with retention (issue 24), as Oban and River keep completed jobs.
+    """
+
+    job: Job
+    outcome: FinishedOutcome
+    finished_at: float
 
 
 def check_count(name: str, value: int, *, least: int = 1) -> int:

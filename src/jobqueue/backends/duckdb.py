@@ -335,7 +335,7 @@ class DurableQueue(SqlQueue):
         with self._lock:
             now = self.clock.now()
             with self._transaction() as con:
-                acked = self._delete_acked(con, leases)
+                acked = self._finish(con, leases, now)
                 due = self._due(con, now, limit) if limit else []
                 claimed = self._claim_due(con, due, now, limit) if due else []
         return self._count_acked(leases, acked), claimed
@@ -498,9 +498,15 @@ class DurableQueue(SqlQueue):
         if highest >= upcoming:
             con.execute(f"{SQL['restart_job_ids']} {int(highest) + 1}")
 
-    def _delete_acked(self, con: duckdb.DuckDBPyConnection, leases: Sequence[Lease]) -> set[str]:
-        """Delete the jobs held under the tokens of ``leases``; return the tokens that matched."""
-        rows = con.execute(SQL["ack"], {"tokens": [lease.token for lease in leases]}).fetchall()
+    def _delete_acked(self, con: duckdb.DuckDBPyConnection, leases: Sequence[Lease], now: float) -> set[str]:
+        """Delete the jobs held under the tokens of ``leases``; return the tokens that matched.
+
+        With ``retain_s``, they are copied to ``jobqueue_finished`` first, in the caller's transaction.
+        """
+        tokens = [lease.token for lease in leases]
+        if self.retain_s:
+            con.execute(SQL["keep_acked"], {"tokens": tokens, "now": now})
+        rows = con.execute(SQL["ack"], {"tokens": tokens}).fetchall()
         return {token for (token,) in rows}
 
     def _bury_expired(self, con: duckdb.DuckDBPyConnection, ids: list[str], now: float) -> None:

@@ -101,8 +101,30 @@ UPDATE jobqueue_schema SET version = 5;
 -- name: migration_6
 -- Age since enqueue (lesson 13): each job, and each dead letter, stores when it was
 -- enqueued. Jobs enqueued before have NULL, and the metrics count them from their run_at.
+-- Retention: acked jobs kept for retain_s seconds, a job row with its outcome and the time
+-- it finished.
 ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS enqueued_at DOUBLE;
 ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS enqueued_at DOUBLE;
+CREATE TABLE IF NOT EXISTS jobqueue_finished (
+    id VARCHAR NOT NULL,
+    type VARCHAR NOT NULL,
+    payload VARCHAR NOT NULL,
+    attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    base_s DOUBLE NOT NULL,
+    cap_s DOUBLE NOT NULL,
+    run_at DOUBLE NOT NULL,
+    leased_until DOUBLE,
+    leased_at DOUBLE,
+    last_error VARCHAR,
+    priority INTEGER NOT NULL,
+    expires_at DOUBLE,
+    expires_after_s DOUBLE,
+    fencing_token BIGINT NOT NULL,
+    enqueued_at DOUBLE,
+    outcome VARCHAR NOT NULL,
+    finished_at DOUBLE NOT NULL
+);
 UPDATE jobqueue_schema SET version = 6;
 
 -- name: highest_given_id
@@ -154,6 +176,19 @@ AND leased_until = $until;
 
 -- name: ack
 DELETE FROM jobqueue_jobs WHERE lease_token IN (SELECT unnest($tokens)) RETURNING lease_token;
+
+-- name: keep_acked
+-- Before `ack`, in its transaction, for a queue that keeps finished jobs (retain_s > 0).
+INSERT INTO jobqueue_finished ({job_columns}, outcome, finished_at)
+SELECT {job_columns}, 'done', $now FROM jobqueue_jobs WHERE lease_token IN (SELECT unnest($tokens));
+
+-- name: prune_finished
+DELETE FROM jobqueue_finished WHERE rowid IN (
+    SELECT rowid FROM jobqueue_finished WHERE finished_at < $before ORDER BY finished_at LIMIT $limit
+);
+
+-- name: finished
+SELECT {job_columns}, outcome, finished_at FROM jobqueue_finished ORDER BY finished_at DESC LIMIT $limit;
 
 -- name: holder
 SELECT {job_columns}, lease_token FROM jobqueue_jobs WHERE id = $id;

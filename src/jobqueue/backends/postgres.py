@@ -611,13 +611,20 @@ class PostgresQueue(SqlQueue):
         """Dead-letter the job whose row could not be read, as its salvaged stand-in ``job``."""
         con.execute(SQL["bury_unreadable"], stored_values(job) | {"now": now})
 
-    def _delete_acked(self, con: psycopg.Connection[Any], leases: Sequence[Lease]) -> set[str]:
-        """Delete the jobs held under ``leases`` (id and token both match); return the tokens acked."""
-        rows = con.execute(
-            SQL["ack"],
-            {"ids": [lease.job.id for lease in leases], "tokens": [lease.token for lease in leases]},
-            prepare=self._prepare(con),
-        ).fetchall()
+    def _delete_acked(self, con: psycopg.Connection[Any], leases: Sequence[Lease], now: float) -> set[str]:
+        """Delete the jobs held under ``leases`` (id and token both match); return the tokens acked.
+
+        With ``retain_s``, one statement (``ack_keep``) moves them to ``jobqueue_finished``.
+        """
+        held: dict[str, object] = {
+            "ids": [lease.job.id for lease in leases],
+            "tokens": [lease.token for lease in leases],
+        }
+        if self.retain_s:
+            statement, values = SQL["ack_keep"], held | {"now": now}
+        else:
+            statement, values = SQL["ack"], held
+        rows = con.execute(statement, values, prepare=self._prepare(con)).fetchall()
         return {token for (token,) in rows}
 
     def _prepare(self, con: psycopg.Connection[Any]) -> bool | None:

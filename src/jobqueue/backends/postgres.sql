@@ -76,8 +76,31 @@ UPDATE jobqueue_schema SET version = 4;
 -- name: migration_5
 -- Age since enqueue (lesson 13): each job stores when it was enqueued, kept through its
 -- retries and releases. Jobs enqueued before have NULL, and the metrics count them from
--- their run_at instead. Adding a column without a default rewrites no row.
+-- their run_at instead. Adding a column without a default rewrites no row. Retention:
+-- acked jobs kept for retain_s seconds (a job row, its outcome and when it finished), in
+-- a table of their own, so the claim index never holds them; pruned by finished_at.
 ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS enqueued_at double precision;
+CREATE TABLE IF NOT EXISTS jobqueue_finished (
+    id text NOT NULL,
+    type text NOT NULL,
+    payload text NOT NULL,
+    attempts integer NOT NULL,
+    max_attempts integer NOT NULL,
+    base_s double precision NOT NULL,
+    cap_s double precision NOT NULL,
+    run_at double precision NOT NULL,
+    leased_until double precision,
+    leased_at double precision,
+    last_error text,
+    priority integer NOT NULL,
+    expires_at double precision,
+    expires_after_s double precision,
+    fencing_token bigint NOT NULL,
+    enqueued_at double precision,
+    outcome text NOT NULL,  -- 'done' (acked) or 'cancelled'
+    finished_at double precision NOT NULL
+);
+CREATE INDEX jobqueue_finished_at ON jobqueue_finished (finished_at);
 UPDATE jobqueue_schema SET version = 5;
 
 -- name: fencing_floor
@@ -256,6 +279,30 @@ DELETE FROM jobqueue_jobs AS job
 USING unnest(%(ids)b::text[], %(tokens)b::text[]) AS held (id, token)
 WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
 RETURNING job.lease_token;
+
+-- name: ack_keep
+-- `ack` for a queue that keeps finished jobs (retain_s > 0): the deleted rows go to
+-- jobqueue_finished in the same statement, marked done at %(now)s.
+WITH gone AS (
+    DELETE FROM jobqueue_jobs AS job
+    USING unnest(%(ids)b::text[], %(tokens)b::text[]) AS held (id, token)
+    WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
+    RETURNING job.*
+), kept AS (
+    INSERT INTO jobqueue_finished ({job_columns}, outcome, finished_at)
+    SELECT {job_columns}, 'done', %(now)s FROM gone
+)
+SELECT lease_token FROM gone;
+
+-- name: prune_finished
+-- At most %(limit)s finished jobs kept since before %(before)s, oldest first, through
+-- jobqueue_finished_at: a short statement, whatever the table holds.
+DELETE FROM jobqueue_finished WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM jobqueue_finished WHERE finished_at < %(before)s ORDER BY finished_at LIMIT %(limit)s
+));
+
+-- name: finished
+SELECT {job_columns}, outcome, finished_at FROM jobqueue_finished ORDER BY finished_at DESC LIMIT %(limit)s;
 
 -- name: holder
 SELECT {job_columns}, lease_token FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NULL;

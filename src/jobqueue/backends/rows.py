@@ -111,6 +111,9 @@ HELD = Columns(*JOB_FIELDS, "lease_token")
 DEAD = Columns(*JOB_FIELDS, "died_at")
 """A row of :data:`DEAD_COLUMNS`."""
 
+FINISHED = Columns(*JOB_FIELDS, "outcome", "finished_at")
+"""A row of a kept finished job: :data:`JOB_COLUMNS`, its outcome and when it finished."""
+
 NEW_COLUMNS = (
     "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, visible_at, serial,"
     " priority, expires_at, expires_after_s, enqueued_at"
