@@ -934,6 +934,7 @@ QUEUE_RELATIONS = frozenset(
         "jobqueue_schema",
         "jobqueue_jobs",
         "jobqueue_outcomes",
+        "jobqueue_finished",
         "jobqueue_serial",
         "jobqueue_lease",
         "jobqueue_job_id",
