@@ -155,7 +155,7 @@ class SqlQueue(ABC):
         return leases[0] if leases else None
 
     def ack(self, lease: Lease) -> None:
-        """Mark the leased job done: its row is deleted; see :meth:`JobQueue.ack`.
+        """Mark the leased job done: its row is deleted (kept, with ``retain_s``); see :meth:`JobQueue.ack`.
 
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
@@ -163,7 +163,7 @@ class SqlQueue(ABC):
         """
         now = self.clock.now()
         with self._transaction() if self.retain_s else self._connection() as con:
-            if not self._finish(con, [lease], now):  # one statement, committed on its own
+            if not self._finish(con, [lease], now):  # committed on its own (kept and deleted at once)
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
         self._outcomes.record(now, done=1, failed=0, store=self._store_outcomes)
 
