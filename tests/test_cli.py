@@ -86,12 +86,14 @@ def test_stats_prints_the_figures_of_a_queue_file(path: Path, capsys: pytest.Cap
         "leased                    0\n"
         "oldest waiting job        (\\d+\\.\\d) s\n"  # r-3, waiting for two minutes
         "oldest leased job         0\\.0 s\n"
+        "oldest since enqueue      (\\d+\\.\\d) s\n"  # r-3 again: enqueued then, never claimed
         "failure rate, last 300 s  50% \\(1 failed, 1 done\\)\n"
         "dead letters              1\n",
         out,
     )
     assert shown is not None, out
     assert 120 <= float(shown[1]) <= 120 + took_s + 0.05, (shown[1], took_s)  # + the test's own time
+    assert shown[2] == shown[1]
     assert main(["stats", str(path), "--window", "60"]) == 0  # both outcomes are older
     assert "\nfailure rate, last 60 s  0% (0 failed, 0 done)\n" in capsys.readouterr().out
 
@@ -423,6 +425,7 @@ def test_a_worker_process_logs_reports_stats_and_gives_back_its_job_on_sigterm(p
         "scheduled (retry delay)   0",
         "leased                    1",
         "oldest waiting job        0.0 s",
+        "oldest since enqueue      0.0 s",  # the one job left is leased
         "failure rate, last 300 s  0% (0 failed, 3 done)",
         "dead letters              0",
     ]

@@ -616,6 +616,7 @@ def test_metrics_of_a_scene_built_by_hand_survive_a_restart(path: Path) -> None:
             leased=1,
             oldest_waiting_age_s=10.0,
             oldest_leased_age_s=4.0,  # d, claimed at T0 + 6
+            oldest_enqueued_age_s=10.0,  # e, f and b (in backoff), enqueued at T0
             window_s=300.0,
             done=1,
             failed=2,

@@ -93,6 +93,7 @@ def test_a_scene_with_a_job_in_every_state() -> None:
         leased=1,  # leased, until 105
         oldest_waiting_age_s=50.0,  # old: 100 - 50
         oldest_leased_age_s=55.0,  # leased: claimed at 45
+        oldest_enqueued_age_s=70.0,  # expired: enqueued at 30 (retry, in backoff: at 45)
         window_s=60,
         done=3,  # 70, 80, 97; not 10 or 35
         failed=2,  # 92, 95; not 20
@@ -109,6 +110,7 @@ def test_the_table() -> None:
         "leased                   1\n"
         "oldest waiting job       50.0 s\n"
         "oldest leased job        55.0 s\n"
+        "oldest since enqueue     70.0 s\n"
         "failure rate, last 60 s  40% (2 failed, 3 done)\n"
         "dead letters             1"
     )
@@ -168,9 +170,10 @@ def test_an_empty_queue() -> None:
         dead_letters=0,
     )
     assert metrics.failure_rate == 0.0
-    assert str(metrics).splitlines()[3:6] == [
+    assert str(metrics).splitlines()[3:7] == [
         "oldest waiting job        0.0 s",
         "oldest leased job         0.0 s",
+        "oldest since enqueue      0.0 s",
         "failure rate, last 300 s  0% (0 failed, 0 done)",
     ]
 

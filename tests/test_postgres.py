@@ -897,7 +897,7 @@ def test_tables_of_version_2_are_refused_then_migrated_and_keep_their_jobs(pg_co
     with psycopg.connect(pg_conninfo, autocommit=True) as con:  # back to lesson 12's tables
         con.execute(
             "ALTER TABLE jobqueue_jobs DROP COLUMN priority, DROP COLUMN expires_at,"
-            " DROP COLUMN expires_after_s, DROP COLUMN fencing_token"
+            " DROP COLUMN expires_after_s, DROP COLUMN fencing_token, DROP COLUMN enqueued_at"
         )
         con.execute("DROP SEQUENCE jobqueue_fencing")
         con.execute(
@@ -930,7 +930,7 @@ def test_tables_of_version_3_are_migrated_and_old_leases_get_fencing_tokens(
         queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2)], ids=["held", "waiting"])
         held = queue.claim()
     with psycopg.connect(pg_conninfo, autocommit=True) as con:  # back to lesson 13's tables
-        con.execute("ALTER TABLE jobqueue_jobs DROP COLUMN fencing_token")
+        con.execute("ALTER TABLE jobqueue_jobs DROP COLUMN fencing_token, DROP COLUMN enqueued_at")
         con.execute("DROP SEQUENCE jobqueue_fencing")
         con.execute("UPDATE jobqueue_schema SET version = 3")
     assert migrate(pg_conninfo) == [n for n, _ in sql.numbered_migrations(SQL, 3)]

@@ -42,7 +42,11 @@ def test_the_plan_builds_and_drops_indexes_concurrently_each_alone() -> None:
         (4, None),
         (4, None),
         (4, None),
-        (6, None),  # snoozes (migration 5 is another branch's)
+        (5, None),
+        (5, None),
+        (5, "jobqueue_finished_at"),
+        (5, None),
+        (6, None),
         (6, None),
     ]
     assert plan[1].sql == "DROP INDEX CONCURRENTLY IF EXISTS jobqueue_jobs_claim"
@@ -96,6 +100,18 @@ def test_a_migration_cut_short_runs_again_to_the_end(pg_conninfo: str) -> None:
             " WHERE indexrelid = 'jobqueue_jobs_claim'::regclass"
         ).fetchall()
     assert valid and "priority DESC" in definition
+
+
+def test_the_enqueue_time_migration_runs_again_and_old_jobs_count_from_their_run_at(pg_conninfo: str) -> None:
+    make_version_2(pg_conninfo)
+    assert postgres.migrate(pg_conninfo) == steps_after(2)
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:  # as if cut short before its version
+        con.execute("UPDATE jobqueue_schema SET version = 4")
+    assert postgres.migrate(pg_conninfo) == steps_after(4)
+    with jq.PostgresQueue(pg_conninfo, clock=jq.ManualClock(30.0)) as queue:
+        [job] = queue.jobs()
+        assert (job.id, job.enqueued_at) == ("old-1", None)
+        assert queue.metrics().oldest_enqueued_age_s == 30.0  # its run_at is 0
 
 
 def test_a_migration_gives_up_on_a_lock_held_by_a_long_transaction(pg_conninfo: str) -> None:

@@ -144,3 +144,20 @@ def test_a_job_with_no_handler_or_an_open_breaker_is_given_back_for_its_wait() -
 def test_a_deferral_waits_for_the_breakers_trial() -> None:
     error = CircuitOpenError("mail", retry_at_s=130.0)
     assert rules.deferral_s(error, 100.0) == 30.0
+
+
+def test_finished_jobs_are_pruned_once_every_prune_every_s_those_kept_retain_s() -> None:
+    assert rules.prune_due(5.0, None)  # never pruned: prune now
+    assert not rules.prune_due(5.0 + rules.PRUNE_EVERY_S - 0.5, 5.0)
+    assert rules.prune_due(5.0 + rules.PRUNE_EVERY_S, 5.0)
+    assert rules.prune_before(100.0, 60.0) == 40.0  # finished before 40 s: kept 60 s already
+    assert rules.prune_before(100.0, 0.0) == 100.0  # nothing kept
+
+
+def test_a_replay_enqueues_the_job_anew_and_a_release_keeps_its_enqueue_time() -> None:
+    job = SEND_RECEIPT.new_job(
+        id="r1", payload='{"order_id": 1, "email": "a@example.com"}', retry=RetryPolicy(), now=10.0
+    )
+    assert job.enqueued_at == 10.0
+    assert rules.release(replace(job, attempts=1), now=50.0, delay_s=5.0).enqueued_at == 10.0
+    assert rules.replay(job, now=70.0).enqueued_at == 70.0

@@ -159,7 +159,7 @@ def test_a_duckdb_file_of_version_5_gains_the_count_and_keeps_its_jobs(tmp_path:
         assert con.execute("SELECT snoozes FROM jobqueue_jobs").fetchall() == [(1,)]
 
 
-def test_postgres_tables_of_version_4_gain_the_count_and_the_step_runs_again(pg_conninfo: str) -> None:
+def test_postgres_tables_of_version_5_gain_the_count_and_the_step_runs_again(pg_conninfo: str) -> None:
     import psycopg
 
     from jobqueue.backends import postgres
@@ -167,10 +167,10 @@ def test_postgres_tables_of_version_4_gain_the_count_and_the_step_runs_again(pg_
     clock = ManualClock(T0)
     with postgres.PostgresQueue(pg_conninfo, clock=clock) as queue:
         queue.enqueue(PROCESS_UPLOAD, Upload(1), id="kept")
-    with psycopg.connect(pg_conninfo, autocommit=True) as con:  # back to version 4
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:  # back to version 5
         con.execute("ALTER TABLE jobqueue_jobs DROP COLUMN snoozes")
-        con.execute("UPDATE jobqueue_schema SET version = 4")
-    plan = postgres.migration_plan(4)
+        con.execute("UPDATE jobqueue_schema SET version = 5")
+    plan = postgres.migration_plan(5)
     with psycopg.connect(pg_conninfo, autocommit=True) as con:  # cut short after the new column
         con.execute(plan[0].sql.encode())
     assert postgres.migrate(pg_conninfo) == [6]

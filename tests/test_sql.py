@@ -106,7 +106,8 @@ def test_a_file_of_a_newer_version_is_refused_by_name(tmp_path: Path) -> None:
     DurableQueue(path, clock=ManualClock(0)).close()
     with duckdb.connect(str(path)) as con:
         con.execute("UPDATE jobqueue_schema SET version = 99")
-    with pytest.raises(QueueSchemaError, match=r"newer.duckdb.*version 99.*reads version 7"):
+    reads = duckdb_backend.SCHEMA_VERSION
+    with pytest.raises(QueueSchemaError, match=rf"newer.duckdb.*version 99.*reads version {reads}"):
         DurableQueue(path, clock=ManualClock(0))
 
 
@@ -119,6 +120,7 @@ def test_a_file_of_version_4_is_migrated_and_its_leases_get_fencing_tokens(tmp_p
     with duckdb.connect(str(path)) as con:  # back to the tables of version 4
         for table in ("jobqueue_jobs", "jobqueue_dead"):
             con.execute(f"ALTER TABLE {table} DROP COLUMN fencing_token")
+            con.execute(f"ALTER TABLE {table} DROP COLUMN enqueued_at")
         con.execute("DROP SEQUENCE jobqueue_fencing")
         con.execute("UPDATE jobqueue_schema SET version = 4")
     with DurableQueue(path, clock=clock) as queue:
@@ -127,6 +129,34 @@ def test_a_file_of_version_4_is_migrated_and_its_leases_get_fencing_tokens(tmp_p
         queue.ack(held)  # a lease from before the migration still acks
         lease = queue.claim()
         assert lease is not None and lease.job.id == "waiting" and lease.job.fencing_token == 1
+    assert schema_version(path) == [(duckdb_backend.SCHEMA_VERSION,)]
+
+
+@pytest.mark.parametrize("cut_short", [False, True])
+def test_a_file_of_version_5_gets_enqueue_times_and_old_jobs_count_from_their_run_at(
+    tmp_path: Path, cut_short: bool
+) -> None:
+    path = tmp_path / "v5.duckdb"
+    clock = ManualClock(10)
+    with DurableQueue(path, clock=clock) as queue:
+        queue.enqueue_many(PLAIN, [Ping(number=1), Ping(number=2)], ids=["dead", "waiting"])
+        doomed = queue.claim()
+        assert doomed is not None and doomed.job.id == "dead"
+        queue.fail(doomed, "ValueError: boom", permanent=True)
+    with duckdb.connect(str(path)) as con:  # back to the tables of version 5
+        if not cut_short:  # cut short: the columns were added, the version not yet recorded
+            for table in ("jobqueue_jobs", "jobqueue_dead"):
+                con.execute(f"ALTER TABLE {table} DROP COLUMN enqueued_at")
+        con.execute("UPDATE jobqueue_schema SET version = 5")
+    clock.advance(40)
+    with DurableQueue(path, clock=clock) as queue:
+        [job] = queue.jobs()
+        [letter] = queue.dead_letters()
+        if not cut_short:
+            assert (job.enqueued_at, letter.job.enqueued_at) == (None, None)
+        assert queue.metrics().oldest_enqueued_age_s == 40.0  # from its run_at, 10, or its enqueue
+        fresh = queue.enqueue(PLAIN, Ping(number=3), id="fresh")
+        assert fresh.enqueued_at == 50.0 == queue.jobs()[-1].enqueued_at
     assert schema_version(path) == [(duckdb_backend.SCHEMA_VERSION,)]
 
 

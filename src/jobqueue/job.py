@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import pydantic
 import pydantic_core
@@ -147,8 +147,8 @@ class JobType(Generic[P]):
             id: the job's id.
             payload: the payload as JSON text (see :meth:`dump`).
             retry: the retry policy to store: this type's, or the queue's default.
-            now: the enqueue time on the queue's clock; the deadline, if this type has
-                one, is :attr:`expires_after_s` later.
+            now: the enqueue time on the queue's clock (the job's ``enqueued_at``); the
+                deadline, if this type has one, is :attr:`expires_after_s` later.
             priority: this job's priority; ``None`` takes this type's.
 
         Raises:
@@ -170,6 +170,7 @@ class JobType(Generic[P]):
                 "expires_at": deadline(now, self.expires_after_s),
                 "expires_after_s": self.expires_after_s,
                 "fencing_token": 0,
+                "enqueued_at": now,
             }
         )
 
@@ -277,12 +278,17 @@ class Job:
             token it has applied can refuse the late write of a holder whose lease ran out
             (:func:`jobqueue.idempotency.apply_fenced`). Records compare equal whatever
             their tokens: queues number their leases each their own way.
+        enqueued_at: when the job was enqueued (seconds on the queue's clock), kept
+            through its retries and releases, set anew by a replay; ``None`` for a record
+            made by hand or a row stored before the queue recorded it. The metrics' age
+            since enqueue counts from here (SQS's ``ApproximateAgeOfOldestMessage``).
+            Records compare equal whatever it is.
 
     Raises:
         InvalidSettingError: if ``priority`` is a bool, not an int, or out of bounds.
 
     Introduced in lesson 03; ``priority`` and the deadline in lesson 13; the fencing
-    token in lesson 06.
+    token in lesson 06; ``enqueued_at`` in lesson 13 (the age since enqueue).
     """
 
     id: str
@@ -299,6 +305,7 @@ class Job:
     expires_at: float | None = None
     expires_after_s: float | None = field(default=None, repr=False)
     fencing_token: int = field(default=0, repr=False, compare=False)
+    enqueued_at: float | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_priority(self.priority)
@@ -361,6 +368,28 @@ class DeadLetter:
 
     job: Job
     died_at: float
+
+
+FinishedOutcome = Literal["done", "cancelled"]
+"""How a kept finished job ended: acked, or cancelled (dead jobs are the dead letters)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinishedJob:
+    """A finished job a queue keeps for a while (``retain_s``), for looking at what ran.
+
+    Attributes:
+        job: its record as it finished: ``attempts`` used, ``enqueued_at``, ``leased_at``
+            (when its last attempt was claimed), ``last_error`` of an earlier attempt.
+        outcome: ``"done"`` (acked) or ``"cancelled"``.
+        finished_at: when it finished, in seconds on the queue's clock.
+
+    Introduced with retention (issue 24), as Oban and River keep completed jobs.
+    """
+
+    job: Job
+    outcome: FinishedOutcome
+    finished_at: float
 
 
 def check_count(name: str, value: int, *, least: int = 1) -> int:

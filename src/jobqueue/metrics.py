@@ -11,7 +11,9 @@ and ``NotVisible``, and Sidekiq's and BullMQ's dashboards put the same figures f
 The age here is measured from when the job last became claimable (enqueued, retry delay
 over, lease expired, given back): it says how far the workers lag behind the work that is
 ready. SQS's ``ApproximateAgeOfOldestMessage`` counts from the first send instead, so it
-also grows while a message waits out retries.
+also grows while a message waits out retries: that is the *age since enqueue*, reported
+beside it, which keeps growing during an outage while every job waits out a backoff (when
+the age since it became claimable stays near 0).
 
 Both queues report these with ``queue.metrics(window_s)``; the failure rate counts the
 acks and fails each queue records in one-second buckets (:class:`OutcomeLog`; the database
@@ -54,12 +56,18 @@ class QueueMetrics:
             since its claim (heartbeats do not reset it), in seconds; ``0.0`` when none is
             leased. The stuck-job alarm: a handler that never returns, kept alive by its
             heartbeat, shows here and nowhere else.
+        oldest_enqueued_age_s: how long ago the oldest job not under a lease (waiting,
+            or scheduled: waiting out a backoff or a delay) was enqueued, in seconds;
+            ``0.0`` when there is none. Retries and releases keep a job's enqueue time, so
+            this grows through an outage in which every job is in backoff (SQS's
+            ``ApproximateAgeOfOldestMessage``). A job stored before the queue recorded
+            enqueue times counts from its ``run_at``.
         window_s: the window of ``done`` and ``failed``, in seconds before ``at``.
         done: attempts acked within the window.
         failed: attempts failed within the window (retried or dead-lettered).
         dead_letters: jobs in the dead-letter queue now.
 
-    Introduced in lesson 11.
+    Introduced in lesson 11; ``oldest_enqueued_age_s`` in lesson 13.
     """
 
     at: float
@@ -68,6 +76,7 @@ class QueueMetrics:
     leased: int
     oldest_waiting_age_s: float
     oldest_leased_age_s: float
+    oldest_enqueued_age_s: float = 0.0
     window_s: float
     done: int
     failed: int
@@ -81,10 +90,10 @@ class QueueMetrics:
             at: when the row was read, seconds on the queue's clock.
             window_s: the window of ``done`` and ``failed``, seconds.
             row: ``(waiting, scheduled, leased, oldest_waiting_age_s, oldest_leased_age_s,
-                dead_letters, done, failed)``, each a number of whatever type the
+                oldest_enqueued_age_s, dead_letters, done, failed)``, each a number of whatever type the
                 database returns (a PostgreSQL ``sum`` is a ``Decimal``), converted here.
         """
-        waiting, scheduled, leased, oldest_s, oldest_leased_s, dead, done, failed = row
+        waiting, scheduled, leased, oldest_s, oldest_leased_s, oldest_enqueued_s, dead, done, failed = row
         return cls(
             at=at,
             waiting=int(waiting),
@@ -92,6 +101,7 @@ class QueueMetrics:
             leased=int(leased),
             oldest_waiting_age_s=float(oldest_s),
             oldest_leased_age_s=float(oldest_leased_s),
+            oldest_enqueued_age_s=float(oldest_enqueued_s),
             window_s=window_s,
             done=int(done),
             failed=int(failed),
@@ -111,6 +121,7 @@ class QueueMetrics:
             ("leased", f"{self.leased}"),
             ("oldest waiting job", f"{self.oldest_waiting_age_s:.1f} s"),
             ("oldest leased job", f"{self.oldest_leased_age_s:.1f} s"),
+            ("oldest since enqueue", f"{self.oldest_enqueued_age_s:.1f} s"),
             (
                 f"failure rate, last {self.window_s:g} s",
                 f"{self.failure_rate:.0%} ({self.failed} failed, {self.done} done)",
@@ -235,13 +246,16 @@ def measure(
 ) -> QueueMetrics:
     """Build a :class:`QueueMetrics` from the records of every waiting or leased job."""
     waiting = scheduled = leased = 0
-    oldest_s = oldest_leased_s = 0.0
+    oldest_s = oldest_leased_s = oldest_enqueued_s = 0.0
     for job in live:
         if job.leased_until is not None and job.leased_until > now:
             leased += 1
             if job.leased_at is not None:
                 oldest_leased_s = max(oldest_leased_s, now - job.leased_at)
-        elif job.visible_at() > now:
+            continue
+        enqueued_at = job.run_at if job.enqueued_at is None else job.enqueued_at
+        oldest_enqueued_s = max(oldest_enqueued_s, now - enqueued_at)
+        if job.visible_at() > now:
             scheduled += 1
         else:
             waiting += 1
@@ -253,6 +267,7 @@ def measure(
         leased=leased,
         oldest_waiting_age_s=oldest_s,
         oldest_leased_age_s=oldest_leased_s,
+        oldest_enqueued_age_s=oldest_enqueued_s,
         window_s=window_s,
         done=done,
         failed=failed,

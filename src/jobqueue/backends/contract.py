@@ -23,7 +23,7 @@ from typing import Literal, Protocol, TypeVar, runtime_checkable
 from jobqueue.census import EXACT_UP_TO, Census
 from jobqueue.clock import Clock
 from jobqueue.errors import InvalidSettingError, StaleLeaseError
-from jobqueue.job import DeadLetter, Job, JobType, Lease, check_count, check_job_id
+from jobqueue.job import DeadLetter, FinishedJob, Job, JobType, Lease, check_count, check_job_id
 from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
 
 P = TypeVar("P")
@@ -281,13 +281,22 @@ def check_delay_s(delay_s: float) -> float:
     Raises:
         InvalidSettingError: naming the bad value.
     """
+    return check_seconds("delay_s", delay_s)
+
+
+def check_seconds(name: str, value: float) -> float:
+    """Return ``value`` as a float if it is a finite number of seconds >= 0.
+
+    Raises:
+        InvalidSettingError: naming ``name`` and the bad value.
+    """
     if (
-        isinstance(delay_s, bool)
-        or not isinstance(delay_s, int | float)
-        or not (math.isfinite(delay_s) and delay_s >= 0)
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value >= 0)
     ):
-        raise InvalidSettingError(f"delay_s must be a finite number of seconds >= 0, got {delay_s!r}")
-    return float(delay_s)
+        raise InvalidSettingError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
 
 
 def check_types(types: JobTypes) -> frozenset[str] | None:
@@ -357,3 +366,18 @@ class ShowsOverview(Protocol):
 
     def outcome_counts(self, since: int) -> list[tuple[int, int, int]]:
         """``(second, done, failed)`` per one-second bucket from the second ``since`` on, oldest first."""
+
+
+@runtime_checkable
+class KeepsFinished(Protocol):
+    """A queue that keeps finished jobs for ``retain_s`` seconds (0: not at all), to look at what ran.
+
+    All three backends have it. Introduced with retention (issue 24).
+    """
+
+    @property
+    def retain_s(self) -> float:
+        """How long a finished job is kept, in seconds; 0 deletes it at its ack."""
+
+    def finished(self, limit: int = 100) -> list[FinishedJob]:
+        """Up to ``limit`` finished jobs kept, the latest first."""

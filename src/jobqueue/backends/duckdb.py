@@ -93,7 +93,7 @@ SQL = sql.load(
         ),
         "new_columns": NEW_COLUMNS,
         "new_values": "0, $max_attempts, $base_s, $cap_s, $now, $now, nextval('jobqueue_serial'), $priority,"
-        " $expires_at, $expires_after_s",
+        " $expires_at, $expires_after_s, $now",
     },
 )
 """The statements of ``duckdb.sql`` by block name; the blocks share postgres.sql's names.
@@ -108,7 +108,8 @@ SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
 
 1: lesson 11's tables. 2: when a lease was claimed. 3: priorities and deadlines (lesson
-13). 4: priorities NOT NULL. 5: fencing tokens (lesson 06). Older files are migrated when a queue opens them
+13). 4: priorities NOT NULL. 5: fencing tokens (lesson 06). 6: the enqueue time (lesson
+13's age since enqueue). Older files are migrated when a queue opens them
 (``migration_N`` of ``duckdb.sql``).
 """
 
@@ -342,7 +343,7 @@ class DurableQueue(SqlQueue):
         with self._lock:
             now = self.clock.now()
             with self._transaction() as con:
-                acked = self._delete_acked(con, leases)
+                acked = self._finish(con, leases, now)
                 due = self._due(con, now, limit, names) if limit and names != [] else []
                 claimed = self._claim_due(con, due, now, limit, names) if due else []
         return self._count_acked(leases, acked), claimed
@@ -512,9 +513,15 @@ class DurableQueue(SqlQueue):
         if highest >= upcoming:
             con.execute(f"{SQL['restart_job_ids']} {int(highest) + 1}")
 
-    def _delete_acked(self, con: duckdb.DuckDBPyConnection, leases: Sequence[Lease]) -> set[str]:
-        """Delete the jobs held under the tokens of ``leases``; return the tokens that matched."""
-        rows = con.execute(SQL["ack"], {"tokens": [lease.token for lease in leases]}).fetchall()
+    def _delete_acked(self, con: duckdb.DuckDBPyConnection, leases: Sequence[Lease], now: float) -> set[str]:
+        """Delete the jobs held under the tokens of ``leases``; return the tokens that matched.
+
+        With ``retain_s``, they are copied to ``jobqueue_finished`` first, in the caller's transaction.
+        """
+        tokens = [lease.token for lease in leases]
+        if self.retain_s:
+            con.execute(SQL["keep_acked"], {"tokens": tokens, "now": now})
+        rows = con.execute(SQL["ack"], {"tokens": tokens}).fetchall()
         return {token for (token,) in rows}
 
     def _bury_expired(self, con: duckdb.DuckDBPyConnection, ids: list[str], now: float) -> None:

@@ -98,6 +98,35 @@ ALTER TABLE jobqueue_jobs ALTER COLUMN fencing_token SET NOT NULL;
 ALTER TABLE jobqueue_dead ALTER COLUMN fencing_token SET NOT NULL;
 UPDATE jobqueue_schema SET version = 5;
 
+-- name: migration_6
+-- Age since enqueue (lesson 13): each job, and each dead letter, stores when it was
+-- enqueued. Jobs enqueued before have NULL, and the metrics count them from their run_at.
+-- Retention: acked jobs kept for retain_s seconds, a job row with its outcome and the time
+-- it finished.
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS enqueued_at DOUBLE;
+ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS enqueued_at DOUBLE;
+CREATE TABLE IF NOT EXISTS jobqueue_finished (
+    id VARCHAR NOT NULL,
+    type VARCHAR NOT NULL,
+    payload VARCHAR NOT NULL,
+    attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    base_s DOUBLE NOT NULL,
+    cap_s DOUBLE NOT NULL,
+    run_at DOUBLE NOT NULL,
+    leased_until DOUBLE,
+    leased_at DOUBLE,
+    last_error VARCHAR,
+    priority INTEGER NOT NULL,
+    expires_at DOUBLE,
+    expires_after_s DOUBLE,
+    fencing_token BIGINT NOT NULL,
+    enqueued_at DOUBLE,
+    outcome VARCHAR NOT NULL,
+    finished_at DOUBLE NOT NULL
+);
+UPDATE jobqueue_schema SET version = 6;
+
 -- name: migration_7
 -- Snoozes (jobqueue.errors.Snooze): how many times each live job was given back by a
 -- snooze, which jobqueue.backends.rules.MAX_SNOOZES bounds; a replayed job starts at 0.
@@ -159,6 +188,19 @@ AND leased_until = $until;
 -- name: ack
 DELETE FROM jobqueue_jobs WHERE lease_token IN (SELECT unnest($tokens)) RETURNING lease_token;
 
+-- name: keep_acked
+-- Before `ack`, in its transaction, for a queue that keeps finished jobs (retain_s > 0).
+INSERT INTO jobqueue_finished ({job_columns}, outcome, finished_at)
+SELECT {job_columns}, 'done', $now FROM jobqueue_jobs WHERE lease_token IN (SELECT unnest($tokens));
+
+-- name: prune_finished
+DELETE FROM jobqueue_finished WHERE rowid IN (
+    SELECT rowid FROM jobqueue_finished WHERE finished_at < $before ORDER BY finished_at LIMIT $limit
+);
+
+-- name: finished
+SELECT {job_columns}, outcome, finished_at FROM jobqueue_finished ORDER BY finished_at DESC LIMIT $limit;
+
 -- name: holder
 SELECT {job_columns}, lease_token FROM jobqueue_jobs WHERE id = $id;
 
@@ -184,13 +226,13 @@ DELETE FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids));
 -- name: bury_unreadable
 INSERT INTO jobqueue_dead ({dead_stored}, died_at)
 VALUES ($id, $type, $payload, $attempts, $max_attempts, $base_s, $cap_s, $run_at, $error, $priority,
-$expires_at, $expires_after_s, $fencing_token, $now);
+$expires_at, $expires_after_s, $fencing_token, $enqueued_at, $now);
 
 -- name: rewrite_dead
 UPDATE jobqueue_dead SET type = $type, payload = $payload, attempts = $attempts, max_attempts = $max_attempts,
 base_s = $base_s, cap_s = $cap_s, run_at = $run_at, last_error = $error, priority = $priority,
-expires_at = $expires_at, expires_after_s = $expires_after_s, fencing_token = $fencing_token, died_at = $now
-WHERE id = $id;
+expires_at = $expires_at, expires_after_s = $expires_after_s, fencing_token = $fencing_token,
+enqueued_at = $enqueued_at, died_at = $now WHERE id = $id;
 
 -- name: extend
 UPDATE jobqueue_jobs SET leased_until = $until, visible_at = greatest(run_at, $until),
@@ -215,9 +257,9 @@ DELETE FROM jobqueue_dead WHERE id = $id RETURNING {dead_columns};
 
 -- name: replay
 INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, last_error, priority,
-expires_after_s, attempts, run_at, visible_at, serial, expires_at, fencing_token)
+expires_after_s, attempts, run_at, visible_at, serial, expires_at, fencing_token, enqueued_at)
 VALUES ($id, $type, $payload, $max_attempts, $base_s, $cap_s, $error, $priority, $expires_after_s, $attempts,
-$run_at, $run_at, nextval('jobqueue_serial'), $expires_at, $fencing_token)
+$run_at, $run_at, nextval('jobqueue_serial'), $expires_at, $fencing_token, $enqueued_at)
 RETURNING {job_columns};
 
 -- name: discard
@@ -244,6 +286,7 @@ SELECT count(*) FILTER (WHERE visible_at <= $now),
        count(*) FILTER (WHERE leased_until > $now),
        coalesce(max($now - visible_at) FILTER (WHERE visible_at <= $now), 0.0),
        coalesce(max($now - leased_at) FILTER (WHERE leased_until > $now), 0.0),
+       coalesce(max($now - coalesce(enqueued_at, run_at)) FILTER (WHERE coalesce(leased_until <= $now, true)), 0.0),
        (SELECT count(*) FROM jobqueue_dead),
        (SELECT coalesce(sum(done), 0) FROM jobqueue_outcomes WHERE second BETWEEN $since AND $now),
        (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN $since AND $now)

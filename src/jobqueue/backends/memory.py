@@ -36,6 +36,7 @@ from jobqueue.backends.contract import (
     check_delay_s,
     check_holder,
     check_ids,
+    check_seconds,
     check_types,
 )
 from jobqueue.backoff import RandomFn
@@ -44,6 +45,7 @@ from jobqueue.clock import Clock
 from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, StaleLeaseError
 from jobqueue.job import (
     DeadLetter,
+    FinishedJob,
     Job,
     JobType,
     Lease,
@@ -72,10 +74,18 @@ class JobQueue:
         new_id: makes ids for jobs enqueued without one; default ``"job-1"``,
             ``"job-2"``... (skipping ids given by hand). Each call must return a fresh
             non-empty str: an id the queue already holds raises, rather than loop.
+        retain_s: how long an acked job is kept for :meth:`finished`, in seconds (>= 0).
+            Default 0: deleted at its ack, as before retention existed, so the ack stays
+            one delete in every backend and a queue that nobody inspects grows by nothing;
+            give e.g. 86,400 (a day, River's default for completed jobs) to look back.
+            Kept jobs are pruned by the acks, :data:`~jobqueue.backends.rules.PRUNE_BATCH`
+            at a time, at most every :data:`~jobqueue.backends.rules.PRUNE_EVERY_S`
+            seconds, so one may outlive ``retain_s`` by a little.
 
     Raises:
-        InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0, or
-            ``retry`` is not a :class:`RetryPolicy`.
+        InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0,
+            ``retry`` is not a :class:`RetryPolicy`, or ``retain_s`` is not a finite
+            number >= 0.
 
     Cost: ``enqueue``, ``claim``, ``ack`` and ``fail`` take O(log n) time for n jobs in the
     queue (times the few priorities in use): a heap of the jobs not yet due, ordered by the
@@ -93,8 +103,12 @@ class JobQueue:
         retry: RetryPolicy | None = None,
         random: RandomFn = _random.random,
         new_id: Callable[[], str] | None = None,
+        retain_s: float = 0.0,
     ) -> None:
         self.clock = clock
+        self.retain_s = check_seconds("retain_s", retain_s)
+        self._finished: deque[FinishedJob] = deque()  # oldest finish first
+        self._pruned_at: float | None = None
         self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
         self.retry = check_retry(retry)
         self._random = random
@@ -251,11 +265,21 @@ class JobQueue:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
         """
-        job_id = self._holder(lease).id
-        del self._jobs[job_id], self._tokens[job_id], self._current[job_id]
-        self._snoozes.pop(job_id, None)
+        job = self._holder(lease)
+        del self._jobs[job.id], self._tokens[job.id], self._current[job.id]
+        self._snoozes.pop(job.id, None)
         self._compact_if_stale()
-        self._outcomes.record(self.clock.now(), failed=False)
+        now = self.clock.now()
+        self._outcomes.record(now, failed=False)
+        if self.retain_s:
+            self._finished.append(FinishedJob(job=job, outcome="done", finished_at=now))
+        if self._finished and rules.prune_due(now, self._pruned_at):
+            self._pruned_at = now
+            before = rules.prune_before(now, self.retain_s)
+            for _ in range(rules.PRUNE_BATCH):
+                if not self._finished or self._finished[0].finished_at >= before:
+                    break
+                self._finished.popleft()
 
     def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
         """Ack every lease still held; return the stale ones, which change nothing.
@@ -446,6 +470,14 @@ class JobQueue:
     def dead_letters(self) -> list[DeadLetter]:
         """The dead-letter queue: jobs that will not be retried, oldest death first."""
         return sorted(self._dead.values(), key=lambda dead: (dead.died_at, dead.job.id))
+
+    def finished(self, limit: int = 100) -> list[FinishedJob]:
+        """Up to ``limit`` acked jobs kept (see ``retain_s``), the latest first.
+
+        Raises:
+            InvalidSettingError: if ``limit`` is not an int >= 1.
+        """
+        return list(itertools.islice(reversed(self._finished), check_count("limit", limit)))
 
     def next_visible_at(self) -> float | None:
         """Earliest time (seconds) at which some job can be claimed; ``None`` if empty."""

@@ -100,7 +100,7 @@ SQL = sql.load(
         "lease_lost_reason": rules.lease_lost_reason_sql(),
         "new_columns": NEW_COLUMNS,
         "new_values": "0, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s,"
-        " nextval('jobqueue_serial'), %(priority)s, %(expires_at)s, %(expires_after_s)s",
+        " nextval('jobqueue_serial'), %(priority)s, %(expires_at)s, %(expires_after_s)s, %(now)s",
     },
 )
 """The statements of ``postgres.sql`` by block name: the select lists the row conversion
@@ -112,8 +112,8 @@ SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
 
 2: lesson 12's tables. 3: priorities and deadlines (lesson 13). 4: fencing tokens (lesson
-06). Older tables are migrated when a queue opens them (``migration_N`` blocks of
-``postgres.sql``).
+06). 5: the enqueue time (lesson 13's age since enqueue). Older tables are migrated when a
+queue opens them (``migration_N`` blocks of ``postgres.sql``).
 """
 
 
@@ -524,7 +524,13 @@ class PostgresQueue(SqlQueue):
 
     def _store_replay(self, con: psycopg.Connection[Any], job: Job) -> Sequence[Any]:
         """Mark the replayed ``job`` waiting again (its dead letter is locked); return its row."""
-        values = {"attempts": job.attempts, "run_at": job.run_at, "expires_at": job.expires_at, "id": job.id}
+        values = {
+            "attempts": job.attempts,
+            "run_at": job.run_at,
+            "expires_at": job.expires_at,
+            "enqueued_at": job.enqueued_at,
+            "id": job.id,
+        }
         row: Sequence[Any] = con.execute(SQL["replay"], values).fetchall()[0]
         return row
 
@@ -719,13 +725,20 @@ class PostgresQueue(SqlQueue):
         """Dead-letter the job whose row could not be read, as its salvaged stand-in ``job``."""
         con.execute(SQL["bury_unreadable"], stored_values(job) | {"now": now})
 
-    def _delete_acked(self, con: psycopg.Connection[Any], leases: Sequence[Lease]) -> set[str]:
-        """Delete the jobs held under ``leases`` (id and token both match); return the tokens acked."""
-        rows = con.execute(
-            SQL["ack"],
-            {"ids": [lease.job.id for lease in leases], "tokens": [lease.token for lease in leases]},
-            prepare=self._prepare(con),
-        ).fetchall()
+    def _delete_acked(self, con: psycopg.Connection[Any], leases: Sequence[Lease], now: float) -> set[str]:
+        """Delete the jobs held under ``leases`` (id and token both match); return the tokens acked.
+
+        With ``retain_s``, one statement (``ack_keep``) moves them to ``jobqueue_finished``.
+        """
+        held: dict[str, object] = {
+            "ids": [lease.job.id for lease in leases],
+            "tokens": [lease.token for lease in leases],
+        }
+        if self.retain_s:
+            statement, values = SQL["ack_keep"], held | {"now": now}
+        else:
+            statement, values = SQL["ack"], held
+        rows = con.execute(statement, values, prepare=self._prepare(con)).fetchall()
         return {token for (token,) in rows}
 
     def _prepare(self, con: psycopg.Connection[Any]) -> bool | None:
@@ -1024,6 +1037,7 @@ QUEUE_RELATIONS = frozenset(
         "jobqueue_schema",
         "jobqueue_jobs",
         "jobqueue_outcomes",
+        "jobqueue_finished",
         "jobqueue_serial",
         "jobqueue_lease",
         "jobqueue_job_id",

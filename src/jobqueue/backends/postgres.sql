@@ -74,6 +74,36 @@ CREATE SEQUENCE IF NOT EXISTS jobqueue_fencing;
 ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS fencing_token bigint NOT NULL DEFAULT 0;
 UPDATE jobqueue_schema SET version = 4;
 
+-- name: migration_5
+-- Age since enqueue (lesson 13): each job stores when it was enqueued, kept through its
+-- retries and releases. Jobs enqueued before have NULL, and the metrics count them from
+-- their run_at instead. Adding a column without a default rewrites no row. Retention:
+-- acked jobs kept for retain_s seconds (a job row, its outcome and when it finished), in
+-- a table of their own, so the claim index never holds them; pruned by finished_at.
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS enqueued_at double precision;
+CREATE TABLE IF NOT EXISTS jobqueue_finished (
+    id text NOT NULL,
+    type text NOT NULL,
+    payload text NOT NULL,
+    attempts integer NOT NULL,
+    max_attempts integer NOT NULL,
+    base_s double precision NOT NULL,
+    cap_s double precision NOT NULL,
+    run_at double precision NOT NULL,
+    leased_until double precision,
+    leased_at double precision,
+    last_error text,
+    priority integer NOT NULL,
+    expires_at double precision,
+    expires_after_s double precision,
+    fencing_token bigint NOT NULL,
+    enqueued_at double precision,
+    outcome text NOT NULL,  -- 'done' (acked) or 'cancelled'
+    finished_at double precision NOT NULL
+);
+CREATE INDEX jobqueue_finished_at ON jobqueue_finished (finished_at);
+UPDATE jobqueue_schema SET version = 5;
+
 -- name: migration_6
 -- Snoozes (jobqueue.errors.Snooze): how many times each job was given back by a snooze,
 -- which jobqueue.backends.rules.MAX_SNOOZES bounds. Old jobs start at 0.
@@ -289,6 +319,30 @@ USING unnest(%(ids)b::text[], %(tokens)b::text[]) AS held (id, token)
 WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
 RETURNING job.lease_token;
 
+-- name: ack_keep
+-- `ack` for a queue that keeps finished jobs (retain_s > 0): the deleted rows go to
+-- jobqueue_finished in the same statement, marked done at %(now)s.
+WITH gone AS (
+    DELETE FROM jobqueue_jobs AS job
+    USING unnest(%(ids)b::text[], %(tokens)b::text[]) AS held (id, token)
+    WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
+    RETURNING job.*
+), kept AS (
+    INSERT INTO jobqueue_finished ({job_columns}, outcome, finished_at)
+    SELECT {job_columns}, 'done', %(now)s FROM gone
+)
+SELECT lease_token FROM gone;
+
+-- name: prune_finished
+-- At most %(limit)s finished jobs kept since before %(before)s, oldest first, through
+-- jobqueue_finished_at: a short statement, whatever the table holds.
+DELETE FROM jobqueue_finished WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM jobqueue_finished WHERE finished_at < %(before)s ORDER BY finished_at LIMIT %(limit)s
+));
+
+-- name: finished
+SELECT {job_columns}, outcome, finished_at FROM jobqueue_finished ORDER BY finished_at DESC LIMIT %(limit)s;
+
 -- name: holder
 SELECT {job_columns}, lease_token FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NULL;
 
@@ -314,7 +368,7 @@ UPDATE jobqueue_jobs
 SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
     last_error = %(error)s, attempts = %(attempts)s, max_attempts = %(max_attempts)s,
     base_s = %(base_s)s, cap_s = %(cap_s)s, run_at = %(run_at)s, priority = %(priority)s,
-    expires_at = %(expires_at)s, expires_after_s = %(expires_after_s)s
+    expires_at = %(expires_at)s, expires_after_s = %(expires_after_s)s, enqueued_at = %(enqueued_at)s
 WHERE id = %(id)s AND died_at IS NULL;
 
 -- name: extend
@@ -352,11 +406,11 @@ SELECT {dead_columns} FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NOT NU
 
 -- name: replay
 -- What jobqueue.backends.rules.replay made of the dead letter: due now, no attempt used, a
--- fresh deadline.
+-- fresh deadline, enqueued anew.
 UPDATE jobqueue_jobs
 SET died_at = NULL, attempts = %(attempts)s, run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL,
     leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial'), expires_at = %(expires_at)s,
-    snoozes = 0
+    snoozes = 0, enqueued_at = %(enqueued_at)s
 WHERE id = %(id)s AND died_at IS NOT NULL
 RETURNING {job_columns}, pg_notify('jobqueue_jobs', '');
 
@@ -386,6 +440,8 @@ SELECT count(*) FILTER (WHERE died_at IS NULL AND visible_at <= %(now)s),
        count(*) FILTER (WHERE died_at IS NULL AND leased_until > %(now)s),
        coalesce(max(%(now)s - visible_at) FILTER (WHERE died_at IS NULL AND visible_at <= %(now)s), 0.0),
        coalesce(max(%(now)s - leased_at) FILTER (WHERE died_at IS NULL AND leased_until > %(now)s), 0.0),
+       coalesce(max(%(now)s - coalesce(enqueued_at, run_at))
+                FILTER (WHERE died_at IS NULL AND coalesce(leased_until <= %(now)s, true)), 0.0),
        count(*) FILTER (WHERE died_at IS NOT NULL),
        (SELECT coalesce(sum(done), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s),
        (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s)

@@ -57,6 +57,7 @@ class JobRow(NamedTuple):
     expires_at: Any
     expires_after_s: Any
     fencing_token: Any
+    enqueued_at: Any
 
 
 JOB_FIELDS = JobRow._fields
@@ -110,9 +111,12 @@ HELD = Columns(*JOB_FIELDS, "lease_token")
 DEAD = Columns(*JOB_FIELDS, "died_at")
 """A row of :data:`DEAD_COLUMNS`."""
 
+FINISHED = Columns(*JOB_FIELDS, "outcome", "finished_at")
+"""A row of a kept finished job: :data:`JOB_COLUMNS`, its outcome and when it finished."""
+
 NEW_COLUMNS = (
     "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, visible_at, serial,"
-    " priority, expires_at, expires_after_s"
+    " priority, expires_at, expires_after_s, enqueued_at"
 )
 """The columns an enqueue fills, in order; the others start NULL."""
 
@@ -122,7 +126,7 @@ def stored_values(job: Job) -> dict[str, Any]:
 
     Keyed ``id``, ``type``, ``payload``, ``attempts``, ``max_attempts``, ``base_s``,
     ``cap_s``, ``run_at`` (seconds), ``error``, ``priority``, ``expires_at``,
-    ``expires_after_s`` and ``fencing_token``.
+    ``expires_after_s``, ``fencing_token`` and ``enqueued_at``.
     """
     return {
         "id": job.id,
@@ -138,6 +142,7 @@ def stored_values(job: Job) -> dict[str, Any]:
         "expires_at": job.expires_at,
         "expires_after_s": job.expires_after_s,
         "fencing_token": job.fencing_token,
+        "enqueued_at": job.enqueued_at,
     }
 
 
@@ -188,6 +193,7 @@ def job_from_row(row: JobRow) -> Job:
             "expires_at": row.expires_at,
             "expires_after_s": row.expires_after_s,
             "fencing_token": row.fencing_token,
+            "enqueued_at": row.enqueued_at,
         }
     )
 
@@ -216,6 +222,7 @@ def _plain(row: JobRow) -> bool:
         and (row.expires_after_s is None or _float_time(row.expires_after_s))
         and type(fencing_token) is int
         and fencing_token >= 0
+        and (row.enqueued_at is None or _float_time(row.enqueued_at))
     )
 
 
@@ -259,6 +266,10 @@ def _check_values(values: dict[str, Any]) -> None:
             )
         token = values["fencing_token"]
         _check(_is_int(token) and token >= 0, "fencing_token", token, "an int >= 0")
+        enqueued_at = values["enqueued_at"]
+        _check(
+            enqueued_at is None or _is_time(enqueued_at), "enqueued_at", enqueued_at, "a finite time or NULL"
+        )
     except InvalidSettingError as exc:
         raise CorruptJobError(f"the stored row of job {values['id']!r} cannot be read: {exc}") from exc
 
@@ -280,7 +291,8 @@ def salvage(row: JobRow, error: CorruptJobError) -> Job:
     """A readable, unleased stand-in for a corrupt row, to dead-letter with the reason.
 
     Values that read as they should are kept; the others take their defaults (attempts
-    0, the default retry policy, ``run_at`` 0, priority 0, no deadline, fencing token 0). ``last_error``
+    0, the default retry policy, ``run_at`` 0, priority 0, no deadline, fencing token 0, no
+    enqueue time). ``last_error``
     becomes ``"CorruptJobError: …"``, followed by the row's own last error if it had one,
     so nothing is lost.
     """
@@ -313,6 +325,7 @@ def salvage(row: JobRow, error: CorruptJobError) -> Job:
         expires_at=_time_or_none(values["expires_at"]),
         expires_after_s=_time_or_none(values["expires_after_s"]),
         fencing_token=token if _is_int(token := values["fencing_token"]) and token >= 0 else 0,
+        enqueued_at=_time_or_none(values["enqueued_at"]),
     )
 
 

@@ -11,7 +11,8 @@ have a SQL twin each (:func:`lease_lost_reason_sql`, :func:`expiry_reason_sql`),
 SQL backends that dead-letter such jobs inside their claim statement; a test holds each
 twin to its function.
 
-Introduced in lesson 03; deadlines in lesson 13; Retry-After and deferral in lesson 14.
+Introduced in lesson 03; deadlines in lesson 13; Retry-After and deferral in lesson 14;
+retention with issue 24.
 """
 
 from __future__ import annotations
@@ -94,8 +95,10 @@ def snooze_failure(snoozes: int) -> str:
 def replay(job: Job, *, now: float) -> Job:
     """The record of a dead ``job`` replayed at ``now``: due now, no attempt used, a fresh deadline.
 
-    Its priority is kept, and its ``last_error`` until the next failure, for the record.
-    Introduced in lesson 05; the fresh deadline in lesson 13.
+    Its priority is kept, and its ``last_error`` until the next failure, for the record. Its
+    ``enqueued_at`` becomes ``now``: an operator's replay is a new start, so a dead letter
+    of last week replayed today does not set off the age-since-enqueue alarm. Introduced in
+    lesson 05; the fresh deadline in lesson 13.
     """
     return replace(
         job,
@@ -104,6 +107,7 @@ def replay(job: Job, *, now: float) -> Job:
         leased_until=None,
         leased_at=None,
         expires_at=deadline(now, job.expires_after_s),
+        enqueued_at=now,
     )
 
 
@@ -201,3 +205,24 @@ def deferral_s(error: CircuitOpenError, now: float) -> float:
     Introduced in lesson 14.
     """
     return error.retry_after_s(now)
+
+
+PRUNE_EVERY_S = 10.0
+"""How often, at most, a queue that keeps finished jobs deletes those past ``retain_s``, in seconds."""
+
+PRUNE_BATCH = 100
+"""Most finished jobs one prune deletes: a short statement, which never holds locks for long."""
+
+
+def prune_due(now: float, pruned_at: float | None) -> bool:
+    """Whether a queue that last pruned finished jobs at ``pruned_at`` (``None``: never) prunes at ``now``.
+
+    Once every :data:`PRUNE_EVERY_S` seconds, piggy-backed on an ack: the workers prune
+    as they go, with no process of its own (as Oban's pruner, but without its timer).
+    """
+    return pruned_at is None or now - pruned_at >= PRUNE_EVERY_S
+
+
+def prune_before(now: float, retain_s: float) -> float:
+    """The time (seconds) before which a finished job has been kept ``retain_s`` and may go, at ``now``."""
+    return now - retain_s

@@ -29,14 +29,16 @@ from jobqueue.backends.contract import (
     JobTypes,
     check_delay_s,
     check_holder,
+    check_seconds,
     not_acked,
 )
-from jobqueue.backends.rows import HELD, JOB, Columns, job_from_row, read_dead, salvage
+from jobqueue.backends.rows import FINISHED, HELD, JOB, Columns, job_from_row, read_dead, salvage
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock, SystemClock
 from jobqueue.errors import CorruptJobError, DeadLetterNotFoundError
 from jobqueue.job import (
     DeadLetter,
+    FinishedJob,
     Job,
     Lease,
     RetryPolicy,
@@ -55,6 +57,7 @@ class QueueOptions(TypedDict, total=False):
     visibility_timeout_s: float
     retry: RetryPolicy | None
     random: RandomFn
+    retain_s: float
 
 
 class SqlQueue(ABC):
@@ -67,10 +70,13 @@ class SqlQueue(ABC):
         visibility_timeout_s: how long a claim hides a job, in seconds (> 0).
         retry: retry policy of job types that do not bring their own.
         random: source of jitter for retry delays, returning floats in ``[0, 1]``.
+        retain_s: how long acked jobs are kept in ``jobqueue_finished``, in seconds;
+            default 0, deleted at the ack (see :class:`~jobqueue.backends.memory.JobQueue`).
 
     Raises:
-        InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0, or
-            ``retry`` is not a :class:`RetryPolicy`.
+        InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0,
+            ``retry`` is not a :class:`RetryPolicy`, or ``retain_s`` is not a finite
+            number >= 0.
 
     Every method is one transaction; calls are serialised by one lock, so threads and the
     tasks of an event loop may share the queue. Introduced in lesson 11.
@@ -84,7 +90,10 @@ class SqlQueue(ABC):
         visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         random: RandomFn = _random.random,
+        retain_s: float = 0.0,
     ) -> None:
+        self.retain_s = check_seconds("retain_s", retain_s)
+        self._pruned_at: float | None = None
         self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.retry = check_retry(retry)
@@ -109,8 +118,11 @@ class SqlQueue(ABC):
         """The connection inside one transaction: committed at the end, or rolled back."""
 
     @abstractmethod
-    def _delete_acked(self, con: Any, leases: Sequence[Lease]) -> set[str]:
-        """Delete the jobs still held under ``leases``, in one statement; return the tokens acked."""
+    def _delete_acked(self, con: Any, leases: Sequence[Lease], now: float) -> set[str]:
+        """Delete the jobs still held under ``leases``; return the tokens acked.
+
+        With ``retain_s`` > 0, the rows go to ``jobqueue_finished`` first, done at ``now``.
+        """
 
     @abstractmethod
     def _store_failure(self, con: Any, lease: Lease, failed: Failed, now: float) -> None:
@@ -144,16 +156,17 @@ class SqlQueue(ABC):
         return leases[0] if leases else None
 
     def ack(self, lease: Lease) -> None:
-        """Mark the leased job done: its row is deleted; see :meth:`JobQueue.ack`.
+        """Mark the leased job done: its row is deleted (kept, with ``retain_s``); see :meth:`JobQueue.ack`.
 
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
         """
-        with self._connection() as con:
-            if not self._delete_acked(con, [lease]):  # one statement, committed on its own
+        now = self.clock.now()
+        with self._transaction() if self.retain_s else self._connection() as con:
+            if not self._finish(con, [lease], now):  # committed on its own (kept and deleted at once)
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
-        self._outcomes.record(self.clock.now(), done=1, failed=0, store=self._store_outcomes)
+        self._outcomes.record(now, done=1, failed=0, store=self._store_outcomes)
 
     def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
         """Ack every lease still held, in one statement; return the stale ones.
@@ -163,9 +176,41 @@ class SqlQueue(ABC):
         """
         if not leases:
             return []
-        with self._connection() as con:
-            acked = self._delete_acked(con, leases)
+        now = self.clock.now()
+        with self._transaction() if self.retain_s else self._connection() as con:
+            acked = self._finish(con, leases, now)
         return self._count_acked(leases, acked)
+
+    def _finish(self, con: Any, leases: Sequence[Lease], now: float) -> set[str]:
+        """Ack the jobs held under ``leases`` at ``now``; return the tokens acked.
+
+        Every :data:`~jobqueue.backends.rules.PRUNE_EVERY_S` seconds the ack also deletes up
+        to :data:`~jobqueue.backends.rules.PRUNE_BATCH` finished jobs kept longer than
+        ``retain_s`` (with ``retain_s`` 0, those a past setting kept).
+        """
+        acked = self._delete_acked(con, leases, now)
+        if rules.prune_due(now, self._pruned_at):
+            self._pruned_at = now
+            before = rules.prune_before(now, self.retain_s)
+            con.execute(self.sql["prune_finished"], {"before": before, "limit": rules.PRUNE_BATCH})
+        return acked
+
+    def finished(self, limit: int = 100) -> list[FinishedJob]:
+        """Up to ``limit`` acked jobs kept (see ``retain_s``), the latest first.
+
+        Raises:
+            InvalidSettingError: if ``limit`` is not an int >= 1.
+        """
+        with self._connection() as con:
+            rows = con.execute(self.sql["finished"], {"limit": check_count("limit", limit)}).fetchall()
+        return [
+            FinishedJob(
+                job=FINISHED.read(row),
+                outcome=FINISHED.value(row, "outcome"),
+                finished_at=float(FINISHED.value(row, "finished_at")),
+            )
+            for row in rows
+        ]
 
     def _count_acked(self, leases: Sequence[Lease], acked: set[str]) -> list[Lease]:
         """Count the committed acks (the tokens ``acked``) of ``leases``; return the stale leases."""
