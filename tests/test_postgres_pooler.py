@@ -99,7 +99,8 @@ def test_waiting_for_work_polls_instead_of_listening(pooled: str) -> None:
         assert asyncio.run(queue.wait_for_work(0.01)) is False
         with psycopg.connect(pooled, autocommit=True) as con:
             listening = con.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%'"
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND query ILIKE 'LISTEN%'"  # this test's database
             ).fetchone()
         assert listening == (0,)
 
