@@ -91,6 +91,18 @@ CHANNEL = "jobqueue_jobs"
 """The ``LISTEN``/``NOTIFY`` channel on which enqueues wake waiting workers."""
 
 
+PRIORITIES_IN_USE = """
+    (SELECT priority FROM jobqueue_jobs WHERE died_at IS NULL ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT job.priority FROM jobqueue_jobs AS job
+            WHERE job.died_at IS NULL AND job.priority < priorities.priority
+            ORDER BY job.priority DESC LIMIT 1)
+    FROM priorities WHERE priorities.priority IS NOT NULL
+"""
+"""The body of the recursive CTE ``priorities`` that the claim and ``oldest_waiting`` share: the
+priorities of the live jobs, highest first, found by hopping through the claim index."""
+
+
 SQL = sql.load(
     "postgres.sql",
     {
@@ -98,6 +110,7 @@ SQL = sql.load(
         "dead_columns": DEAD_COLUMNS,
         "expiry_reason": rules.expiry_reason_sql("%(now)s"),
         "lease_lost_reason": rules.lease_lost_reason_sql(),
+        "live_priorities": PRIORITIES_IN_USE,
         "new_columns": NEW_COLUMNS,
         "new_values": "0, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s,"
         " nextval('jobqueue_serial'), %(priority)s, %(expires_at)s, %(expires_after_s)s, %(now)s",

@@ -5,7 +5,8 @@
 -- {job_columns} and {dead_columns} stand for the select lists every backend reads rows with
 -- (filled in when this file is loaded, from jobqueue's one row-to-Job conversion), and
 -- {expiry_reason} and {lease_lost_reason} for the last_error of a job a claim dead-letters
--- (jobqueue.backends.rules.refusal decides the same in Python), {new_columns} and
+-- (jobqueue.backends.rules.refusal decides the same in Python), {live_priorities} for the
+-- priorities of the live jobs, highest first, one index probe each (PRIORITIES_IN_USE), {new_columns} and
 -- {new_values} for the columns an enqueue fills, after the id, type and payload.
 -- Arrays of text go as %(name)b, in binary: psycopg sends each string as it is, where the
 -- text form would quote and escape every element in Python (slower than the statement).
@@ -259,14 +260,7 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- PostgresQueue.claim_many). Enqueue and ack keep waiting for the disk.
 WITH RECURSIVE no_disk_wait AS MATERIALIZED (
     SELECT set_config('synchronous_commit', 'off', true)
-), priorities AS (
-    (SELECT priority FROM jobqueue_jobs WHERE died_at IS NULL ORDER BY priority DESC LIMIT 1)
-    UNION ALL
-    SELECT (SELECT below.priority FROM jobqueue_jobs AS below
-            WHERE below.died_at IS NULL AND below.priority < priorities.priority
-            ORDER BY below.priority DESC LIMIT 1)
-    FROM priorities WHERE priorities.priority IS NOT NULL
-), due AS (
+), priorities AS ({live_priorities}), due AS (
     SELECT due_ctid, due_priority, due_visible_at, due_serial, spent, expired
     FROM priorities, LATERAL (
         SELECT ctid AS due_ctid, priority AS due_priority, visible_at AS due_visible_at, serial AS due_serial,
@@ -499,14 +493,7 @@ FROM jobqueue_jobs TABLESAMPLE SYSTEM (%(percent)s) GROUP BY 1, 2;
 -- name: oldest_waiting
 -- The oldest due job of each priority, the first entry of its range in the claim index: the
 -- priorities in use are found by hopping through the index (one probe each), not by a scan.
-WITH RECURSIVE priorities AS (
-    (SELECT priority FROM jobqueue_jobs WHERE died_at IS NULL ORDER BY priority DESC LIMIT 1)
-    UNION ALL
-    SELECT (SELECT job.priority FROM jobqueue_jobs AS job
-            WHERE job.died_at IS NULL AND job.priority < priorities.priority
-            ORDER BY job.priority DESC LIMIT 1)
-    FROM priorities WHERE priorities.priority IS NOT NULL
-)
+WITH RECURSIVE priorities AS ({live_priorities})
 SELECT coalesce(max(%(now)s - first.visible_at), 0.0)
 FROM priorities, LATERAL (
     SELECT visible_at FROM jobqueue_jobs AS job
