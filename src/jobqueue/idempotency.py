@@ -234,7 +234,10 @@ def apply_fenced(
         resource: what the effect changes, e.g. ``"order-1001"``: a non-empty string.
         token: the fencing token, an int >= 0 that grows with each new holder: the
             lease's :attr:`~jobqueue.job.Job.fencing_token` (``lease.job.fencing_token``),
-            which no queue hands out twice, even after a release, a replay or a restart.
+            which no queue hands out twice, even after a release or a replay; after a
+            restart only the DuckDB and PostgreSQL queues go on from their stored counter
+            (an in-memory ``JobQueue`` starts again at 1, below a token kept in a table
+            that outlived it, so its effects would be refused).
         effect: the writes to make, through the connection it is passed.
         holder: who writes, e.g. the lease's token (``lease.token``); ``None`` for a
             caller that names none (all such callers count as one holder).

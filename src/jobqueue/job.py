@@ -273,11 +273,13 @@ class Job:
             type's), kept so that a replay can give the job a fresh deadline; or ``None``.
         fencing_token: the number of the job's latest lease, 0 before its first claim.
             Each claim takes a new one, larger than every number the queue handed out
-            before, for any job: a release, a retry, a replay or a restart of the queue's
-            storage never gives a number out again. A resource that keeps the largest
-            token it has applied can refuse the late write of a holder whose lease ran out
-            (:func:`jobqueue.idempotency.apply_fenced`). Records compare equal whatever
-            their tokens: queues number their leases each their own way.
+            before, for any job: a release, a retry or a replay never gives a number out
+            again, nor does a restart of the DuckDB and PostgreSQL queues, which store the
+            counter; an in-memory ``JobQueue`` counts from 1 again in a new process. A
+            resource that keeps the largest token it has applied can refuse the late write
+            of a holder whose lease ran out (:func:`jobqueue.idempotency.apply_fenced`).
+            Records compare equal whatever their tokens: queues number their leases each
+            their own way.
         enqueued_at: when the job was enqueued (seconds on the queue's clock), kept
             through its retries and releases, set anew by a replay; ``None`` for a record
             made by hand or a row stored before the queue recorded it. The metrics' age

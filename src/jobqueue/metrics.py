@@ -67,7 +67,7 @@ class QueueMetrics:
         failed: attempts failed within the window (retried or dead-lettered).
         dead_letters: jobs in the dead-letter queue now.
 
-    Introduced in lesson 11; ``oldest_enqueued_age_s`` in lesson 13.
+    Introduced in lesson 11.
     """
 
     at: float
