@@ -135,6 +135,20 @@ UPDATE jobqueue_jobs SET snoozes = 0 WHERE snoozes IS NULL;
 ALTER TABLE jobqueue_jobs ALTER COLUMN snoozes SET NOT NULL;
 UPDATE jobqueue_schema SET version = 7;
 
+-- name: migration_9
+-- Unique windows (enqueue's unique_for_s): the ids of jobs enqueued with a window, with
+-- their type and payload (what a repeat's enqueue returns once the job is gone). held_until
+-- is 'infinity' while the job lives or is dead, then its finish + unique_for_s
+-- (jobqueue.backends.rules.held_until); pruned with the finished jobs once past.
+CREATE TABLE IF NOT EXISTS jobqueue_held (
+    id VARCHAR PRIMARY KEY,
+    type VARCHAR NOT NULL,
+    payload VARCHAR NOT NULL,
+    unique_for_s DOUBLE NOT NULL,
+    held_until DOUBLE NOT NULL
+);
+UPDATE jobqueue_schema SET version = 9;
+
 -- name: highest_given_id
 SELECT max(CAST(id[5:] AS BIGINT)) FROM (SELECT id FROM jobqueue_jobs UNION ALL SELECT id FROM jobqueue_dead)
 WHERE regexp_full_match(id, 'job-[1-9][0-9]{0,17}');
@@ -157,6 +171,30 @@ INSERT INTO jobqueue_jobs ({new_columns}) SELECT unnest($ids), $type, unnest($pa
 -- name: enqueue_fresh
 INSERT INTO jobqueue_jobs ({new_columns}) SELECT 'job-' || nextval('jobqueue_job_id'), $type,
 unnest($payloads), {new_values} RETURNING id, payload, serial;
+
+-- name: holds_any
+SELECT count(*) > 0 FROM jobqueue_held;
+
+-- name: held
+-- The ids a unique window holds now: their job finished (or lives, held_until infinite).
+SELECT id, type, payload FROM jobqueue_held WHERE id IN (SELECT unnest($ids)) AND held_until > $now;
+
+-- name: hold
+-- New jobs enqueued with a unique window; a row of an ended window goes first (`unhold`).
+INSERT INTO jobqueue_held SELECT unnest($ids), $type, unnest($payloads), $unique_for_s, 'infinity';
+
+-- name: unhold
+DELETE FROM jobqueue_held WHERE id IN (SELECT unnest($ids));
+
+-- name: hold_finished
+-- Every way a job finishes runs this in its transaction: a window starts at $now.
+UPDATE jobqueue_held SET held_until = $now + unique_for_s
+WHERE id IN (SELECT unnest($ids)) AND held_until = 'infinity';
+
+-- name: prune_held
+DELETE FROM jobqueue_held WHERE id IN (
+    SELECT id FROM jobqueue_held WHERE held_until < $before ORDER BY held_until LIMIT $limit
+);
 
 -- name: find
 SELECT {job_columns} FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids))
