@@ -109,6 +109,27 @@ def test_a_live_job_with_a_window_returns_its_own_record(queue: Queue) -> None:
     assert len(queue) == 1
 
 
+def test_a_window_asked_for_an_id_a_job_without_one_holds_changes_nothing(queue: Queue) -> None:
+    plain = queue.enqueue(PUBLISH, Publish(1), id="outbox-1")
+    assert queue.enqueue(PUBLISH, Publish(2), id="outbox-1", unique_for_s=60) == plain
+    run_once(queue)  # the job that held the id had no window: free at its ack
+    queue.enqueue(PUBLISH, Publish(3), id="outbox-1", unique_for_s=60)
+    assert len(queue) == 1
+
+
+def test_a_duckdb_file_keeps_its_windows_when_reopened(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    with DurableQueue(tmp_path / "q.duckdb", clock=clock) as queue:
+        queue.enqueue(PUBLISH, Publish(1), id="outbox-1", unique_for_s=60)
+    with DurableQueue(tmp_path / "q.duckdb", clock=clock) as queue:  # learns that ids are held
+        run_once(queue)
+        queue.enqueue(PUBLISH, Publish(2), id="outbox-1")
+        assert len(queue) == 0
+    with DurableQueue(tmp_path / "q.duckdb", clock=clock) as queue:
+        queue.enqueue(PUBLISH, Publish(2), id="outbox-1")
+        assert len(queue) == 0
+
+
 def test_enqueue_many_holds_every_id_and_refuses_the_held_ones(queue: Queue) -> None:
     queue.enqueue_many(PUBLISH, [Publish(1), Publish(2)], ids=["a", "b"], unique_for_s=10)
     run_once(queue)
