@@ -842,11 +842,7 @@ def test_an_ack_finds_its_jobs_by_key_on_a_table_never_analysed(
             row[0]
             for row in con.execute(
                 "EXPLAIN " + SQL["ack"],
-                {
-                    "ids": [lease.job.id for lease in leases],
-                    "tokens": [lease.token for lease in leases],
-                    "now": 0.0,
-                },
+                {"ids": [lease.job.id for lease in leases], "tokens": [lease.token for lease in leases]},
             )
         )
     # Not every live job read through the claim index and hashed (the planner's guess for

@@ -49,6 +49,8 @@ def test_the_plan_builds_and_drops_indexes_concurrently_each_alone() -> None:
         (6, None),
         (6, None),
         (8, None),
+        (8, None),
+        (8, None),
         (8, "jobqueue_held_until"),
         (8, None),
     ]

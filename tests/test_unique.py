@@ -162,6 +162,22 @@ def test_a_dead_job_holds_its_id_and_a_discard_starts_the_window_from_its_death(
     assert len(queue) == 1
 
 
+def test_the_job_record_carries_its_window_through_death_and_replay(queue: Queue) -> None:
+    assert queue.enqueue(PUBLISH, Publish(1), id="outbox-1", unique_for_s=60).unique_for_s == 60
+    assert queue.enqueue(PUBLISH, Publish(2), id="plain").unique_for_s is None
+    lease = queue.claim()
+    assert lease is not None and lease.job.unique_for_s == 60
+    queue.fail(lease, "broken")
+    assert [letter.job.unique_for_s for letter in queue.dead_letters()] == [60]
+    assert queue.replay("outbox-1").unique_for_s == 60
+    assert [job.unique_for_s for job in queue.jobs()] == [None, 60]
+    run_once(queue)
+    run_once(queue)
+    queue.enqueue(PUBLISH, Publish(3), id="outbox-1")
+    queue.enqueue(PUBLISH, Publish(3), id="plain")
+    assert [job.id for job in queue.jobs()] == ["plain"]
+
+
 def test_a_window_of_zero_frees_the_id_at_the_ack(queue: Queue) -> None:
     queue.enqueue(PUBLISH, Publish(1), id="outbox-1", unique_for_s=0)
     run_once(queue)

@@ -93,7 +93,7 @@ SQL = sql.load(
         ),
         "new_columns": NEW_COLUMNS,
         "new_values": "0, $max_attempts, $base_s, $cap_s, $now, $now, nextval('jobqueue_serial'), $priority,"
-        " $expires_at, $expires_after_s, $now",
+        " $expires_at, $expires_after_s, $now, $unique_for_s",
     },
 )
 """The statements of ``duckdb.sql`` by block name; the blocks share postgres.sql's names.
@@ -176,7 +176,7 @@ class DurableQueue(SqlQueue):
         # only writer while it is open.
         self._priorities: set[int | None] = set()
         # Whether the file may hold ids under a unique window: until one is enqueued, an
-        # ack leaves jobqueue_held alone (one statement, committed on its own).
+        # enqueue under a chosen id does not look in jobqueue_held.
         self._windows = False
         self._forget = _hold(self, self.path)
         try:
@@ -277,14 +277,16 @@ class DurableQueue(SqlQueue):
                 con.execute(
                     SQL["enqueue"],
                     {"ids": list(new_rows), "payloads": list(new_rows.values())}
-                    | new_job_values(job_type, policy, now, priority),
+                    | new_job_values(job_type, policy, now, priority, window),
                 )
                 numbers = [number for job_id in new_rows if (number := _id_number(job_id)) is not None]
                 self._reserve_ids(con, max(numbers, default=None))
                 if window is not None:
                     self._hold(con, job_type, list(new_rows), list(new_rows.values()), window)
             added = {
-                job_id: job_type.new_job(id=job_id, payload=payload, retry=policy, now=now, priority=priority)
+                job_id: job_type.new_job(
+                    id=job_id, payload=payload, retry=policy, now=now, priority=priority, unique_for_s=window
+                )
                 for job_id, payload in new_rows.items()
             }
         return [existing.get(job_id) or added[job_id] for job_id in wanted]
@@ -304,7 +306,7 @@ class DurableQueue(SqlQueue):
             now = self.clock.now()
             rows = con.execute(
                 SQL["enqueue_fresh"],
-                {"payloads": data} | new_job_values(job_type, policy, now, priority),
+                {"payloads": data} | new_job_values(job_type, policy, now, priority, window),
             ).fetchall()
             if window is not None:
                 self._hold(
@@ -316,7 +318,12 @@ class DurableQueue(SqlQueue):
             ids_by_payload.setdefault(payload, []).append(job_id)  # equal payloads: first made first
         return [
             job_type.new_job(
-                id=ids_by_payload[payload].pop(), payload=payload, retry=policy, now=now, priority=priority
+                id=ids_by_payload[payload].pop(),
+                payload=payload,
+                retry=policy,
+                now=now,
+                priority=priority,
+                unique_for_s=window,
             )
             for payload in data
         ]
@@ -554,10 +561,7 @@ class DurableQueue(SqlQueue):
         if self.retain_s:
             con.execute(SQL["keep_acked"], {"tokens": tokens, "now": now})
         rows = con.execute(SQL["ack"], {"tokens": tokens}).fetchall()
-        acked = {token for (token,) in rows}
-        if self._windows and acked:
-            self._hold_finished(con, [lease.job.id for lease in leases if lease.token in acked], now)
-        return acked
+        return {token for (token,) in rows}
 
     def _hold(
         self,
@@ -573,10 +577,6 @@ class DurableQueue(SqlQueue):
         con.execute(
             SQL["hold"], {"ids": ids, "type": job_type.name, "payloads": data, "unique_for_s": window}
         )
-
-    def _ack_writes_twice(self) -> bool:
-        """Whether an ack takes more than one statement: with ``retain_s``, or ids under unique windows."""
-        return bool(self.retain_s) or self._windows
 
     def _bury_expired(self, con: duckdb.DuckDBPyConnection, ids: list[str], now: float) -> None:
         """Dead-letter the jobs ``ids``, whose final attempt's lease, or deadline, has run out at ``now``."""

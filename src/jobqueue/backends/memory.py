@@ -137,7 +137,6 @@ class JobQueue:
         self._lease_serial = itertools.count(1)
         self._outcomes = OutcomeLog()
         self._snoozes: dict[str, int] = {}  # job id -> times snoozed, while it lives
-        self._windows: dict[str, float] = {}  # job id -> its unique_for_s, while it lives or is dead
         self._holds: dict[str, tuple[float, Job]] = {}  # finished job's id -> (held until, its record)
         self._holds_pruned_at: float | None = None
 
@@ -569,10 +568,9 @@ class JobQueue:
             retry=job_type.retry or self.retry,
             now=self.clock.now(),
             priority=priority,
+            unique_for_s=window,
         )
         self._holds.pop(job.id, None)  # a window that ran out
-        if window is not None:
-            self._windows[job.id] = window
         self._store(job)
         return job
 
@@ -582,7 +580,7 @@ class JobQueue:
         The one place every way of finishing goes through. Holds past their end are
         dropped here too, at most :data:`~jobqueue.backends.rules.PRUNE_BATCH` at a time.
         """
-        window = self._windows.pop(job.id, None)
+        window = job.unique_for_s
         if window is not None:
             kept = Job(id=job.id, type=job.type, payload=job.payload)  # what the SQL queues keep too
             self._holds[job.id] = (rules.held_until(finished_at, window), kept)

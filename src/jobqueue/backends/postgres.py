@@ -113,7 +113,8 @@ SQL = sql.load(
         "live_priorities": PRIORITIES_IN_USE,
         "new_columns": NEW_COLUMNS,
         "new_values": "0, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s,"
-        " nextval('jobqueue_serial'), %(priority)s, %(expires_at)s, %(expires_after_s)s, %(now)s",
+        " nextval('jobqueue_serial'), %(priority)s, %(expires_at)s, %(expires_after_s)s, %(now)s,"
+        " %(unique_for_s)s",
     },
 )
 """The statements of ``postgres.sql`` by block name: the select lists the row conversion
@@ -681,11 +682,10 @@ class PostgresQueue(SqlQueue):
         rows_of = con.cursor(row_factory=tuple_row)  # whatever the caller's connection's factory
         found = rows_of.execute(
             SQL["enqueue"],
-            new_job_values(job_type, policy, now, priority)
+            new_job_values(job_type, policy, now, priority, window)
             | {
                 "ids": [job_id for _, job_id, _ in rows],
                 "payloads": [payload for _, _, payload in rows],
-                "unique_for_s": window,
             },
             prepare=self._prepare(con),
         ).fetchall()
@@ -700,7 +700,9 @@ class PostgresQueue(SqlQueue):
         for (index, wanted, payload), row in zip(rows, found, strict=True):
             job_id = ENQUEUED.value(row, "given_id")
             if ENQUEUED.value(row, "added"):
-                new = job_type.new_job(id=job_id, payload=payload, retry=policy, now=now, priority=priority)
+                new = job_type.new_job(
+                    id=job_id, payload=payload, retry=policy, now=now, priority=priority, unique_for_s=window
+                )
                 results[index] = Enqueued(job=new, added=True)
             elif wanted is None:
                 again.append(index)  # a job-N already taken by a chosen id: draw another
@@ -733,7 +735,7 @@ class PostgresQueue(SqlQueue):
         try:
             found = con.execute(
                 SQL["enqueue_fresh"],
-                new_job_values(job_type, policy, now, priority) | {"payloads": payloads},
+                new_job_values(job_type, policy, now, priority, None) | {"payloads": payloads},
                 prepare=self._prepare(con),
             ).fetchall()
         except psycopg.errors.UniqueViolation:
@@ -774,8 +776,11 @@ class PostgresQueue(SqlQueue):
             "ids": [lease.job.id for lease in leases],
             "tokens": [lease.token for lease in leases],
         }
-        statement = SQL["ack_keep"] if self.retain_s else SQL["ack"]
-        rows = con.execute(statement, held | {"now": now}, prepare=self._prepare(con)).fetchall()
+        if self.retain_s:
+            statement, values = SQL["ack_keep"], held | {"now": now}
+        else:
+            statement, values = SQL["ack"], held
+        rows = con.execute(statement, values, prepare=self._prepare(con)).fetchall()
         return {token for (token,) in rows}
 
     def _prepare(self, con: psycopg.Connection[Any]) -> bool | None:

@@ -112,11 +112,14 @@ ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS snoozes integer NOT NULL DEFA
 UPDATE jobqueue_schema SET version = 6;
 
 -- name: migration_8
--- Unique windows (enqueue's unique_for_s): the ids of jobs enqueued with a window, with
--- their type and payload (what a repeat's enqueue returns once the job is gone). held_until
--- is 'Infinity' while the job lives or is dead, then its finish + unique_for_s
--- (jobqueue.backends.rules.held_until); pruned with the finished jobs once past. A row of
--- its own per id, written only for jobs with a window: a job without one costs nothing here.
+-- Unique windows (enqueue's unique_for_s): each job stores its window (NULL: none; a new
+-- column without a default rewrites no row), and jobqueue_held the ids of jobs enqueued
+-- with one, with their type and payload (what a repeat's enqueue returns once the job is
+-- gone). held_until is 'Infinity' while the job lives or is dead, then its finish +
+-- unique_for_s (jobqueue.backends.rules.held_until); pruned with the finished jobs once
+-- past. Rows only for jobs with a window: a job without one costs nothing here.
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS unique_for_s double precision;
+ALTER TABLE jobqueue_finished ADD COLUMN IF NOT EXISTS unique_for_s double precision;
 CREATE TABLE IF NOT EXISTS jobqueue_held (
     id text PRIMARY KEY,
     type text NOT NULL,
@@ -273,8 +276,9 @@ SELECT id, type, payload FROM jobqueue_held WHERE id = ANY(%(ids)b::text[]) AND 
 DELETE FROM jobqueue_held WHERE id = ANY(%(ids)b::text[]) AND held_until = 'Infinity';
 
 -- name: hold_finished
--- Every way a job finishes runs this in its transaction (the acks have it within them): a
--- window starts at %(now)s (jobqueue.backends.rules.held_until).
+-- Every way a job enqueued with a window finishes runs this in its transaction: the window
+-- starts at %(now)s (jobqueue.backends.rules.held_until). An ack after its delete: an
+-- enqueue that took the held row first (to refuse the id) makes the ack wait for it.
 UPDATE jobqueue_held SET held_until = %(now)s + unique_for_s
 WHERE id = ANY(%(ids)b::text[]) AND held_until = 'Infinity';
 
@@ -365,18 +369,10 @@ FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was c
 -- astray: on a table not yet analysed it guesses that condition true of 1 row in 200, and
 -- then reads every live job through the claim index and hashes them, on every ack.
 -- `job.id = ANY(...)` finds the rows by primary key.
--- `windows` is `hold_finished` for the jobs acked: a probe of jobqueue_held's key per job,
--- which finds nothing for a job enqueued without a window.
-WITH gone AS (
-    DELETE FROM jobqueue_jobs AS job
-    USING unnest(%(ids)b::text[], %(tokens)b::text[]) AS held (id, token)
-    WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
-    RETURNING job.id, job.lease_token
-), windows AS (
-    UPDATE jobqueue_held SET held_until = %(now)s + unique_for_s
-    WHERE id = ANY(ARRAY(SELECT id FROM gone)) AND held_until = 'Infinity'
-)
-SELECT lease_token FROM gone;
+DELETE FROM jobqueue_jobs AS job
+USING unnest(%(ids)b::text[], %(tokens)b::text[]) AS held (id, token)
+WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
+RETURNING job.lease_token;
 
 -- name: ack_keep
 -- `ack` for a queue that keeps finished jobs (retain_s > 0): the deleted rows go to
@@ -389,9 +385,6 @@ WITH gone AS (
 ), kept AS (
     INSERT INTO jobqueue_finished ({job_columns}, outcome, finished_at)
     SELECT {job_columns}, 'done', %(now)s FROM gone
-), windows AS (  -- as in `ack`
-    UPDATE jobqueue_held SET held_until = %(now)s + unique_for_s
-    WHERE id = ANY(ARRAY(SELECT id FROM gone)) AND held_until = 'Infinity'
 )
 SELECT lease_token FROM gone;
 

@@ -163,7 +163,7 @@ class SqlQueue(ABC):
                 changes.
         """
         now = self.clock.now()
-        with self._transaction() if self._ack_writes_twice() else self._connection() as con:
+        with self._transaction() if self._ack_writes_twice([lease]) else self._connection() as con:
             if not self._finish(con, [lease], now):  # committed on its own (kept and deleted at once)
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
         self._outcomes.record(now, done=1, failed=0, store=self._store_outcomes)
@@ -177,13 +177,17 @@ class SqlQueue(ABC):
         if not leases:
             return []
         now = self.clock.now()
-        with self._transaction() if self._ack_writes_twice() else self._connection() as con:
+        with self._transaction() if self._ack_writes_twice(leases) else self._connection() as con:
             acked = self._finish(con, leases, now)
         return self._count_acked(leases, acked)
 
-    def _ack_writes_twice(self) -> bool:
-        """Whether an ack takes more than one statement, so needs a transaction: with ``retain_s``."""
-        return bool(self.retain_s)
+    def _ack_writes_twice(self, leases: Sequence[Lease]) -> bool:
+        """Whether acking ``leases`` takes more than one statement, so a transaction.
+
+        With ``retain_s`` (a copy to ``jobqueue_finished`` on DuckDB), or for a job enqueued
+        with a unique window (``hold_finished``); without either an ack is one statement.
+        """
+        return bool(self.retain_s) or any(lease.job.unique_for_s is not None for lease in leases)
 
     def _finish(self, con: Any, leases: Sequence[Lease], now: float) -> set[str]:
         """Ack the jobs held under ``leases`` at ``now``; return the tokens acked.
@@ -194,6 +198,11 @@ class SqlQueue(ABC):
         unique window has ended.
         """
         acked = self._delete_acked(con, leases, now)
+        windowed = [
+            lease.job.id for lease in leases if lease.job.unique_for_s is not None and lease.token in acked
+        ]
+        if windowed:
+            self._hold_finished(con, windowed, now)
         if rules.prune_due(now, self._pruned_at):
             self._pruned_at = now
             before = rules.prune_before(now, self.retain_s)
@@ -204,9 +213,8 @@ class SqlQueue(ABC):
     def _hold_finished(self, con: Any, ids: Sequence[str], now: float) -> None:
         """Inside the transaction that finishes the jobs ``ids`` at ``now``: start their unique windows.
 
-        Every way a job finishes (an ack, a discard from the dead letters) goes through
-        here or, in a backend's ack, through a statement that does the same; a job
-        enqueued without ``unique_for_s`` has no row to change.
+        Every way a job enqueued with a window finishes (an ack, a discard from the dead
+        letters) goes through here, and only such jobs: a job without one has no row to change.
         """
         con.execute(self.sql["hold_finished"], {"ids": list(ids), "now": now})
 
@@ -344,7 +352,8 @@ class SqlQueue(ABC):
             if not rows:
                 raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
             letter = read_dead(rows[0], self.clock.now())
-            self._hold_finished(con, [job_id], letter.died_at)  # a window counts from the death
+            if letter.job.unique_for_s is not None:
+                self._hold_finished(con, [job_id], letter.died_at)  # a window counts from the death
         return letter
 
     def get(self, job_id: str) -> Job | None:
