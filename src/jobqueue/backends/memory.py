@@ -167,8 +167,9 @@ class JobQueue:
                 death), so that a repeat adds nothing until then; it returns the finished
                 job's id, type and payload (a :class:`Job` with nothing else kept); see
                 :func:`~jobqueue.backends.rules.held_until`. ``None`` (default): the id is
-                free again at the ack. Sidekiq Enterprise's ``unique_for``, Oban's
-                ``unique: [period: ...]``, counted from the finish.
+                free again at the ack. Oban's ``unique: [period: ...]`` counts its window
+                from the insert instead; counted from the finish, a re-publish that comes
+                after a long job is refused too.
 
         Raises:
             PayloadError: if the payload is of the wrong class or not JSON-serialisable.
