@@ -5,7 +5,8 @@
 - ticks fall where cron (in UTC) or the period says, and each tick's job id names it;
 - on every backend: a tick is enqueued once whoever offers it, also by a process that
   comes after its job ran; after downtime only the latest tick missed is enqueued;
-- three runners on one queue run each tick's job once, waking for the ticks;
+- three runners on one queue (in memory, and on PostgreSQL with a connection each), one of
+  them started after a tick's job ran, run each tick's job once, waking for the ticks;
 - on PostgreSQL, three schedulers in threads of their own (a connection each) offering
   every tick at once enqueue each once.
 """
@@ -150,8 +151,10 @@ def test_three_runners_on_one_queue_run_each_tick_once() -> None:
         runners.append(jq.Runner(worker, poll_s=3600, schedules=[minutely]))  # woken by the ticks alone
 
     async def scenario() -> None:
-        tasks = [asyncio.create_task(runner.run()) for runner in runners]
-        await clock.run_for(4 * 60 + 30)
+        tasks = [asyncio.create_task(runner.run()) for runner in runners[:2]]
+        await clock.run_for(30)  # 10:07's job has run when the third worker starts
+        tasks.append(asyncio.create_task(runners[2].run()))
+        await clock.run_for(4 * 60)
         for runner in runners:
             runner.stop()
         await asyncio.gather(*tasks)
@@ -185,3 +188,38 @@ def test_three_schedulers_in_threads_on_postgres_enqueue_each_tick_once(pg_conni
             clock.advance(300)
     assert ran == [f"report@2026-12-02T{10 + minute // 60}:{minute % 60:02}Z" for minute in range(5, 35, 5)]
     assert len(offered) == 3 * 6 + 3
+
+
+def test_three_runners_on_postgres_run_each_tick_once(pg_conninfo: str) -> None:
+    from jobqueue.backends.postgres import PostgresQueue
+
+    clock = ManualClock(T0)
+    ran: list[tuple[str, float]] = []
+    minutely = Schedule(job_type=REPORT, payload=Report("sales"), every_s=60)
+    queues = [PostgresQueue(pg_conninfo, clock=clock) for _ in range(3)]  # three workers' connections
+    runners = []
+    for name, queue in zip("abc", queues, strict=True):
+        worker = jq.Worker(queue)
+
+        async def handle(report: Report, name: str = name) -> None:
+            ran.append((name, clock.now()))
+
+        worker.register(REPORT, handle)
+        runners.append(jq.Runner(worker, poll_s=3600, schedules=[minutely]))
+
+    async def scenario() -> None:
+        tasks = [asyncio.create_task(runner.run()) for runner in runners[:2]]
+        await clock.run_for(30)  # 10:07's job has run when the third worker starts
+        tasks.append(asyncio.create_task(runners[2].run()))
+        await clock.run_for(4 * 60)
+        for runner in runners:
+            runner.stop()
+        await asyncio.gather(*tasks)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        for queue in queues:
+            queue.close()
+    start = 60 * (T0 // 60)
+    assert sorted(at for _, at in ran) == [start + 60 * n for n in range(5)]
