@@ -129,7 +129,7 @@ def lease_alone(url: str) -> dict[str, float]:
 
 def postgres_queue(url: str) -> dict[str, float]:
     with PostgresQueue(url) as queue:
-        con = queue._con  # the queue's own connection: its server process does the work
+        con = queue._own()  # this thread's connection of the queue: its server process does the work
         assert con is not None
         claiming, acking, done = 0.0, 0.0, 0
         while True:

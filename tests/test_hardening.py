@@ -510,7 +510,7 @@ def test_a_corrupt_queue_file_is_named(tmp_path: Path, clock: jq.ManualClock) ->
 
 # -- the row check: one fast pass for the usual row, the same verdicts as value by value --------
 
-GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, None, None, 7, 5.0)
+GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, None, None, 7, 5.0, None)
 
 
 @pytest.mark.parametrize(
@@ -537,6 +537,8 @@ GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, N
         ("expires_after_s", "60"),
         ("enqueued_at", "5"),
         ("enqueued_at", float("nan")),
+        ("unique_for_s", "60"),
+        ("unique_for_s", float("inf")),
     ],
 )
 def test_a_row_with_one_bad_value_is_refused_naming_it(column: str, bad: object) -> None:

@@ -11,7 +11,8 @@ imported on first use). Lesson 14 adds :class:`CircuitBreaker` (with
 :class:`CircuitOpenError`, on which a worker defers a job without spending an attempt),
 :class:`RetryBudget`, and :class:`RetryAfterError` (a retry scheduled when the dependency
 asked, see :func:`parse_retry_after`); lesson 15 the chaos tests' history checker,
-:class:`History` and :func:`check_history`. ``jobqueue.examples`` holds the course's
+:class:`History` and :func:`check_history`. :class:`Schedule` makes periodic jobs, which a
+:class:`Runner` enqueues (issue 24). ``jobqueue.examples`` holds the course's
 running example, the shop (which nothing here imports), and ``jobqueue.teaching`` holds
 course helpers only.
 """
@@ -67,6 +68,7 @@ from jobqueue.metrics import QueueMetrics
 from jobqueue.outbox import Relay
 from jobqueue.retry_budget import RetryBudget
 from jobqueue.runner import Runner
+from jobqueue.schedule import Schedule
 from jobqueue.testing import History, HistoryReport, check_history
 from jobqueue.worker import (
     DEFAULT_TIMEOUT_S,
@@ -145,6 +147,7 @@ __all__ = [
     "RetryBudget",
     "RetryPolicy",
     "Runner",
+    "Schedule",
     "ServerClock",
     "SleepingClock",
     "Snooze",

@@ -137,7 +137,14 @@ class JobType(Generic[P]):
         self._adapter: pydantic.TypeAdapter[P] = pydantic.TypeAdapter(payload_type)
 
     def new_job(
-        self, *, id: str, payload: str, retry: RetryPolicy, now: float, priority: int | None = None
+        self,
+        *,
+        id: str,
+        payload: str,
+        retry: RetryPolicy,
+        now: float,
+        priority: int | None = None,
+        unique_for_s: float | None = None,
     ) -> Job:
         """The record of a job of this type just enqueued: waiting from ``now`` (seconds).
 
@@ -150,6 +157,7 @@ class JobType(Generic[P]):
             now: the enqueue time on the queue's clock (the job's ``enqueued_at``); the
                 deadline, if this type has one, is :attr:`expires_after_s` later.
             priority: this job's priority; ``None`` takes this type's.
+            unique_for_s: the job's unique window (checked by the queue), or ``None``.
 
         Raises:
             InvalidSettingError: if ``priority`` is not an int within the bounds.
@@ -171,6 +179,7 @@ class JobType(Generic[P]):
                 "expires_after_s": self.expires_after_s,
                 "fencing_token": 0,
                 "enqueued_at": now,
+                "unique_for_s": unique_for_s,
             }
         )
 
@@ -285,6 +294,9 @@ class Job:
             made by hand or a row stored before the queue recorded it. The metrics' age
             since enqueue counts from here (SQS's ``ApproximateAgeOfOldestMessage``).
             Records compare equal whatever it is.
+        unique_for_s: how long the job's id stays held after it finished, in seconds (see
+            :meth:`~jobqueue.backends.memory.JobQueue.enqueue`); ``None``: free at the ack.
+            Records compare equal whatever it is.
 
     Raises:
         InvalidSettingError: if ``priority`` is a bool, not an int, or out of bounds.
@@ -308,6 +320,7 @@ class Job:
     expires_after_s: float | None = field(default=None, repr=False)
     fencing_token: int = field(default=0, repr=False, compare=False)
     enqueued_at: float | None = field(default=None, repr=False, compare=False)
+    unique_for_s: float | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_priority(self.priority)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,6 +45,7 @@ from jobqueue.backends.contract import ClaimsAhead, WaitsForWork
 from jobqueue.clock import SleepingClock
 from jobqueue.errors import QueueUnavailableError, StaleLeaseError
 from jobqueue.job import Lease, check_count, check_positive_seconds
+from jobqueue.schedule import Schedule, Scheduler
 from jobqueue.worker import Attempt, JobEvent, Worker
 
 DEFAULT_CONCURRENCY = 10
@@ -108,9 +109,14 @@ class Runner:
             back at shutdown.
         log: called with a line when the shutdown starts and when the grace period ends
             with jobs still running (``print`` will do); the CLI logs these.
+        schedules: periodic jobs (:class:`~jobqueue.schedule.Schedule`) this runner
+            enqueues at their ticks, waking for each; give every worker process the same
+            ones: each tick is enqueued once, whatever the number of processes, and after
+            downtime only the latest tick missed is (see :mod:`jobqueue.schedule`).
 
     Raises:
-        InvalidSettingError: if a number is out of range, or the clock cannot sleep.
+        InvalidSettingError: if a number is out of range, the clock cannot sleep, or a
+            schedule is not a :class:`~jobqueue.schedule.Schedule` (or two share a name).
 
     A runner runs once: after it has stopped, make a new one to run again. Introduced in
     lesson 11.
@@ -125,8 +131,10 @@ class Runner:
         grace_s: float = DEFAULT_GRACE_S,
         prefetch: int | None = None,
         log: Callable[[str], object] | None = None,
+        schedules: Sequence[Schedule[Any]] = (),
     ) -> None:
         self.worker = worker
+        self.scheduler = Scheduler(schedules)
         self.clock: SleepingClock = worker.sleeping_clock("a runner")
         self.concurrency = check_count("concurrency", concurrency)
         self.poll_s = check_positive_seconds("poll_s", poll_s)
@@ -242,7 +250,9 @@ class Runner:
         *,
         until_idle: bool,
     ) -> bool:
-        """Claim for the free slots, start jobs, wait for the next thing to do; True once idle."""
+        """Enqueue due ticks, claim for free slots, start jobs, wait for the next thing; True once idle."""
+        if self.clock.now() >= self.scheduler.due_at:
+            await self.worker.call(self.scheduler.enqueue_due, self.worker.queue)
         events.extend(await self._keep_alive(waiting))
         wanted = self.concurrency - len(running) + self.prefetch - len(waiting)
         if len(waiting) >= self.concurrency:
@@ -267,6 +277,8 @@ class Runner:
         # queue says work arrived), and in time to extend the leases of prefetched jobs.
         short = len(claimed) < wanted
         nap_s = [self.poll_s] if short else []
+        if self.scheduler.schedules:
+            nap_s.append(self.scheduler.due_at - self.clock.now())
         if waiting:
             nap_s.append(self._refresh_by - self.clock.now())
         if self._finished:

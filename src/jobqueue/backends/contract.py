@@ -82,12 +82,24 @@ class Queue(Protocol):
         """How long a claim hides a job, in seconds."""
 
     def enqueue(
-        self, job_type: JobType[P], payload: P, *, id: str | None = None, priority: int | None = None
+        self,
+        job_type: JobType[P],
+        payload: P,
+        *,
+        id: str | None = None,
+        priority: int | None = None,
+        unique_for_s: float | None = None,
     ) -> Job:
-        """Add one job, waiting from now; an id already held adds nothing."""
+        """Add one job, waiting from now; an id held (also ``unique_for_s`` past its finish) adds nothing."""
 
     def enqueue_many(
-        self, job_type: JobType[P], payloads: Sequence[P], *, ids: JobIds = None, priority: int | None = None
+        self,
+        job_type: JobType[P],
+        payloads: Sequence[P],
+        *,
+        ids: JobIds = None,
+        priority: int | None = None,
+        unique_for_s: float | None = None,
     ) -> list[Job]:
         """Add several jobs of one type; all or none if a payload is invalid."""
 
@@ -297,6 +309,17 @@ def check_seconds(name: str, value: float) -> float:
     ):
         raise InvalidSettingError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
     return float(value)
+
+
+def check_unique_for_s(unique_for_s: float | None) -> float | None:
+    """Return ``unique_for_s`` as a float (or ``None``) if it is ``None`` or a finite number of seconds >= 0.
+
+    Every queue's ``enqueue_many`` calls it before storing anything.
+
+    Raises:
+        InvalidSettingError: naming the bad value (negative, NaN, infinite, not a number).
+    """
+    return None if unique_for_s is None else check_seconds("unique_for_s", unique_for_s)
 
 
 def check_types(types: JobTypes) -> frozenset[str] | None:

@@ -52,7 +52,7 @@ import duckdb
 
 from jobqueue import db
 from jobqueue.backends import rules, sql
-from jobqueue.backends.contract import Failed, JobIds, JobTypes, check_ids, check_types
+from jobqueue.backends.contract import Failed, JobIds, JobTypes, check_ids, check_types, check_unique_for_s
 from jobqueue.backends.rows import (
     DEAD_COLUMNS,
     DEAD_STORED,
@@ -93,7 +93,7 @@ SQL = sql.load(
         ),
         "new_columns": NEW_COLUMNS,
         "new_values": "0, $max_attempts, $base_s, $cap_s, $now, $now, nextval('jobqueue_serial'), $priority,"
-        " $expires_at, $expires_after_s, $now",
+        " $expires_at, $expires_after_s, $now, $unique_for_s",
     },
 )
 """The statements of ``duckdb.sql`` by block name; the blocks share postgres.sql's names.
@@ -175,6 +175,9 @@ class DurableQueue(SqlQueue):
         # so that claims know when one order by time is enough. This object is the file's
         # only writer while it is open.
         self._priorities: set[int | None] = set()
+        # Whether the file may hold ids under a unique window: until one is enqueued, an
+        # enqueue under a chosen id does not look in jobqueue_held.
+        self._windows = False
         self._forget = _hold(self, self.path)
         try:
             self._con = _open(self.path)
@@ -184,6 +187,7 @@ class DurableQueue(SqlQueue):
                     self._reserve_ids(con, con.execute(SQL["highest_given_id"]).fetchall()[0][0])
                     found = con.execute(SQL["priorities"]).fetchall()
                     self._priorities = {priority for (priority,) in found}
+                    self._windows = bool(con.execute(SQL["holds_any"]).fetchall()[0][0])
             except duckdb.Error as exc:
                 self._con.close()
                 raise QueueFileError(f"cannot set up queue file {self.path!r}: {exc}") from exc
@@ -210,40 +214,61 @@ class DurableQueue(SqlQueue):
     # -- producer side -----------------------------------------------------------------
 
     def enqueue(
-        self, job_type: JobType[P], payload: P, *, id: str | None = None, priority: int | None = None
+        self,
+        job_type: JobType[P],
+        payload: P,
+        *,
+        id: str | None = None,
+        priority: int | None = None,
+        unique_for_s: float | None = None,
     ) -> Job:
         """Add a job, waiting from now on, and return its record; see :meth:`JobQueue.enqueue`.
 
         Raises:
             PayloadError: if the payload is of the wrong class or not JSON-serialisable.
-            InvalidSettingError: if ``priority`` is not an int within the bounds.
+            InvalidSettingError: if ``priority`` is not an int within the bounds, or
+                ``unique_for_s`` not a finite number of seconds >= 0.
         """
-        return self.enqueue_many(job_type, [payload], ids=None if id is None else [id], priority=priority)[0]
+        ids = None if id is None else [id]
+        return self.enqueue_many(job_type, [payload], ids=ids, priority=priority, unique_for_s=unique_for_s)[
+            0
+        ]
 
     def enqueue_many(
-        self, job_type: JobType[P], payloads: Sequence[P], *, ids: JobIds = None, priority: int | None = None
+        self,
+        job_type: JobType[P],
+        payloads: Sequence[P],
+        *,
+        ids: JobIds = None,
+        priority: int | None = None,
+        unique_for_s: float | None = None,
     ) -> list[Job]:
         """Enqueue several jobs of one type in one transaction, in order.
 
-        An id the queue already holds (waiting, leased or dead) adds nothing; that job's
-        record is returned in its place. ``priority`` overrides the type's for every job.
+        An id the queue already holds (waiting, leased or dead, or finished within its
+        unique window: see :meth:`JobQueue.enqueue`) adds nothing; that job's record is
+        returned in its place. ``priority`` overrides the type's for every job.
 
         Raises:
             PayloadError: if any payload is invalid; then no job is added.
-            InvalidSettingError: if ``ids`` and ``payloads`` differ in length, or
-                ``priority`` is not an int within the bounds.
+            InvalidSettingError: if ``ids`` and ``payloads`` differ in length,
+                ``priority`` is not an int within the bounds, or ``unique_for_s`` is not a
+                finite number of seconds >= 0.
         """
         check_ids(ids, payloads)
+        window = check_unique_for_s(unique_for_s)
         data = [job_type.dump(payload) for payload in payloads]
         policy = job_type.retry or self.retry
         priority = job_type.priority if priority is None else check_priority(priority)
         self._priorities.add(priority)
         if ids is None:
-            return self._enqueue_fresh(job_type, data, policy, priority)
+            return self._enqueue_fresh(job_type, data, policy, priority, window)
         with self._transaction() as con:
             now = self.clock.now()
             wanted = list(ids)
             existing = {job.id: job for job in self._find(con, wanted)}
+            if self._windows:
+                existing = self._held(con, wanted, now) | existing
             new_rows: dict[str, str] = {}
             for job_id, payload in zip(wanted, data, strict=True):
                 if job_id not in existing and job_id not in new_rows:
@@ -252,39 +277,53 @@ class DurableQueue(SqlQueue):
                 con.execute(
                     SQL["enqueue"],
                     {"ids": list(new_rows), "payloads": list(new_rows.values())}
-                    | new_job_values(job_type, policy, now, priority),
+                    | new_job_values(job_type, policy, now, priority, window),
                 )
                 numbers = [number for job_id in new_rows if (number := _id_number(job_id)) is not None]
                 self._reserve_ids(con, max(numbers, default=None))
+                if window is not None:
+                    self._hold(con, job_type, list(new_rows), list(new_rows.values()), window)
             added = {
-                job_id: job_type.new_job(id=job_id, payload=payload, retry=policy, now=now, priority=priority)
+                job_id: job_type.new_job(
+                    id=job_id, payload=payload, retry=policy, now=now, priority=priority, unique_for_s=window
+                )
                 for job_id, payload in new_rows.items()
             }
         return [existing.get(job_id) or added[job_id] for job_id in wanted]
 
     def _enqueue_fresh(
-        self, job_type: JobType[P], data: list[str], policy: RetryPolicy, priority: int
+        self, job_type: JobType[P], data: list[str], policy: RetryPolicy, priority: int, window: float | None
     ) -> list[Job]:
         """Insert jobs under fresh ids ``job-N``, in one statement that DuckDB commits on its own.
 
         No id check is needed: N comes from a sequence that :meth:`_reserve_ids` keeps above
-        every id of that form given explicitly, so no other job can hold it.
+        every id of that form given explicitly, so no other job can hold it. With a unique
+        ``window``, their ids are held too, in the same transaction.
         """
         if not data:
             return []
-        with self._lock:
+        with self._transaction() if window is not None else self._connection() as con:
             now = self.clock.now()
-            rows = self._con.execute(
+            rows = con.execute(
                 SQL["enqueue_fresh"],
-                {"payloads": data} | new_job_values(job_type, policy, now, priority),
+                {"payloads": data} | new_job_values(job_type, policy, now, priority, window),
             ).fetchall()
+            if window is not None:
+                self._hold(
+                    con, job_type, [job_id for job_id, _, _ in rows], [text for _, text, _ in rows], window
+                )
         ids_by_payload: dict[str, list[str]] = {}
         made = sorted(((serial, job_id, payload) for job_id, payload, serial in rows), reverse=True)
         for _, job_id, payload in made:
             ids_by_payload.setdefault(payload, []).append(job_id)  # equal payloads: first made first
         return [
             job_type.new_job(
-                id=ids_by_payload[payload].pop(), payload=payload, retry=policy, now=now, priority=priority
+                id=ids_by_payload[payload].pop(),
+                payload=payload,
+                retry=policy,
+                now=now,
+                priority=priority,
+                unique_for_s=window,
             )
             for payload in data
         ]
@@ -523,6 +562,21 @@ class DurableQueue(SqlQueue):
             con.execute(SQL["keep_acked"], {"tokens": tokens, "now": now})
         rows = con.execute(SQL["ack"], {"tokens": tokens}).fetchall()
         return {token for (token,) in rows}
+
+    def _hold(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        job_type: JobType[P],
+        ids: list[str],
+        data: list[str],
+        window: float,
+    ) -> None:
+        """Hold the ids of new jobs enqueued with the unique ``window`` (s) while they live (see ``hold``)."""
+        self._windows = True
+        con.execute(SQL["unhold"], {"ids": ids})  # ended windows of the same ids
+        con.execute(
+            SQL["hold"], {"ids": ids, "type": job_type.name, "payloads": data, "unique_for_s": window}
+        )
 
     def _bury_expired(self, con: duckdb.DuckDBPyConnection, ids: list[str], now: float) -> None:
         """Dead-letter the jobs ``ids``, whose final attempt's lease, or deadline, has run out at ``now``."""

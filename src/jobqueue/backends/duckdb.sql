@@ -135,6 +135,24 @@ UPDATE jobqueue_jobs SET snoozes = 0 WHERE snoozes IS NULL;
 ALTER TABLE jobqueue_jobs ALTER COLUMN snoozes SET NOT NULL;
 UPDATE jobqueue_schema SET version = 7;
 
+-- name: migration_9
+-- Unique windows (enqueue's unique_for_s): each job stores its window (NULL: none), and
+-- jobqueue_held the ids of jobs enqueued with one, with their type and payload (what a
+-- repeat's enqueue returns once the job is gone). held_until is 'infinity' while the job
+-- lives or is dead, then its finish + unique_for_s (jobqueue.backends.rules.held_until);
+-- pruned with the finished jobs once past.
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS unique_for_s DOUBLE;
+ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS unique_for_s DOUBLE;
+ALTER TABLE jobqueue_finished ADD COLUMN IF NOT EXISTS unique_for_s DOUBLE;
+CREATE TABLE IF NOT EXISTS jobqueue_held (
+    id VARCHAR PRIMARY KEY,
+    type VARCHAR NOT NULL,
+    payload VARCHAR NOT NULL,
+    unique_for_s DOUBLE NOT NULL,
+    held_until DOUBLE NOT NULL
+);
+UPDATE jobqueue_schema SET version = 9;
+
 -- name: highest_given_id
 SELECT max(CAST(id[5:] AS BIGINT)) FROM (SELECT id FROM jobqueue_jobs UNION ALL SELECT id FROM jobqueue_dead)
 WHERE regexp_full_match(id, 'job-[1-9][0-9]{0,17}');
@@ -157,6 +175,31 @@ INSERT INTO jobqueue_jobs ({new_columns}) SELECT unnest($ids), $type, unnest($pa
 -- name: enqueue_fresh
 INSERT INTO jobqueue_jobs ({new_columns}) SELECT 'job-' || nextval('jobqueue_job_id'), $type,
 unnest($payloads), {new_values} RETURNING id, payload, serial;
+
+-- name: holds_any
+SELECT count(*) > 0 FROM jobqueue_held;
+
+-- name: held
+-- The ids a unique window holds now: their job finished (or lives, held_until infinite).
+SELECT id, type, payload FROM jobqueue_held WHERE id IN (SELECT unnest($ids)) AND held_until > $now;
+
+-- name: hold
+-- New jobs enqueued with a unique window; a row of an ended window goes first (`unhold`).
+INSERT INTO jobqueue_held SELECT unnest($ids), $type, unnest($payloads), $unique_for_s, 'infinity';
+
+-- name: unhold
+DELETE FROM jobqueue_held WHERE id IN (SELECT unnest($ids));
+
+-- name: hold_finished
+-- Every way a job enqueued with a window finishes runs this in its transaction: the window
+-- starts at $now.
+UPDATE jobqueue_held SET held_until = $now + unique_for_s
+WHERE id IN (SELECT unnest($ids)) AND held_until = 'infinity';
+
+-- name: prune_held
+DELETE FROM jobqueue_held WHERE id IN (
+    SELECT id FROM jobqueue_held WHERE held_until < $before ORDER BY held_until LIMIT $limit
+);
 
 -- name: find
 SELECT {job_columns} FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids))
@@ -226,13 +269,13 @@ DELETE FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids));
 -- name: bury_unreadable
 INSERT INTO jobqueue_dead ({dead_stored}, died_at)
 VALUES ($id, $type, $payload, $attempts, $max_attempts, $base_s, $cap_s, $run_at, $error, $priority,
-$expires_at, $expires_after_s, $fencing_token, $enqueued_at, $now);
+$expires_at, $expires_after_s, $fencing_token, $enqueued_at, $unique_for_s, $now);
 
 -- name: rewrite_dead
 UPDATE jobqueue_dead SET type = $type, payload = $payload, attempts = $attempts, max_attempts = $max_attempts,
 base_s = $base_s, cap_s = $cap_s, run_at = $run_at, last_error = $error, priority = $priority,
 expires_at = $expires_at, expires_after_s = $expires_after_s, fencing_token = $fencing_token,
-enqueued_at = $enqueued_at, died_at = $now WHERE id = $id;
+enqueued_at = $enqueued_at, unique_for_s = $unique_for_s, died_at = $now WHERE id = $id;
 
 -- name: extend
 UPDATE jobqueue_jobs SET leased_until = $until, visible_at = greatest(run_at, $until),
@@ -257,9 +300,9 @@ DELETE FROM jobqueue_dead WHERE id = $id RETURNING {dead_columns};
 
 -- name: replay
 INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, last_error, priority,
-expires_after_s, attempts, run_at, visible_at, serial, expires_at, fencing_token, enqueued_at)
+expires_after_s, attempts, run_at, visible_at, serial, expires_at, fencing_token, enqueued_at, unique_for_s)
 VALUES ($id, $type, $payload, $max_attempts, $base_s, $cap_s, $error, $priority, $expires_after_s, $attempts,
-$run_at, $run_at, nextval('jobqueue_serial'), $expires_at, $fencing_token, $enqueued_at)
+$run_at, $run_at, nextval('jobqueue_serial'), $expires_at, $fencing_token, $enqueued_at, $unique_for_s)
 RETURNING {job_columns};
 
 -- name: discard

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import random as _random
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -38,6 +39,7 @@ from jobqueue.backends.contract import (
     check_ids,
     check_seconds,
     check_types,
+    check_unique_for_s,
 )
 from jobqueue.backoff import RandomFn
 from jobqueue.census import EXACT_UP_TO, Census, live_state, tally
@@ -135,11 +137,19 @@ class JobQueue:
         self._lease_serial = itertools.count(1)
         self._outcomes = OutcomeLog()
         self._snoozes: dict[str, int] = {}  # job id -> times snoozed, while it lives
+        self._holds: dict[str, tuple[float, Job]] = {}  # finished job's id -> (held until, its record)
+        self._holds_pruned_at: float | None = None
 
     # -- producer side -------------------------------------------------------------
 
     def enqueue(
-        self, job_type: JobType[P], payload: P, *, id: str | None = None, priority: int | None = None
+        self,
+        job_type: JobType[P],
+        payload: P,
+        *,
+        id: str | None = None,
+        priority: int | None = None,
+        unique_for_s: float | None = None,
     ) -> Job:
         """Add a job, waiting from now on, and return its record.
 
@@ -152,16 +162,34 @@ class JobQueue:
                 a producer that retries its enqueue makes no duplicate.
             priority: this job's priority, in place of the type's (``None``); see
                 :attr:`Job.priority`.
+            unique_for_s: keep the id held this many seconds after the job finished
+                (acked, or discarded from the dead letters: the window then counts from its
+                death), so that a repeat adds nothing until then; it returns the finished
+                job's id, type and payload (a :class:`Job` with nothing else kept); see
+                :func:`~jobqueue.backends.rules.held_until`. ``None`` (default): the id is
+                free again at the ack. Oban's ``unique: [period: ...]`` counts its window
+                from the insert instead; counted from the finish, a re-publish that comes
+                after a long job is refused too.
 
         Raises:
             PayloadError: if the payload is of the wrong class or not JSON-serialisable.
             InvalidSettingError: if ``id`` is not a non-empty str, ``priority`` is not an
-                int within the bounds, or ``new_id`` made an id the queue already holds.
+                int within the bounds, ``unique_for_s`` is not a finite number of seconds
+                >= 0, or ``new_id`` made an id the queue already holds.
         """
-        return self.enqueue_many(job_type, [payload], ids=None if id is None else [id], priority=priority)[0]
+        ids = None if id is None else [id]
+        return self.enqueue_many(job_type, [payload], ids=ids, priority=priority, unique_for_s=unique_for_s)[
+            0
+        ]
 
     def enqueue_many(
-        self, job_type: JobType[P], payloads: Sequence[P], *, ids: JobIds = None, priority: int | None = None
+        self,
+        job_type: JobType[P],
+        payloads: Sequence[P],
+        *,
+        ids: JobIds = None,
+        priority: int | None = None,
+        unique_for_s: float | None = None,
     ) -> list[Job]:
         """Enqueue several jobs of one type, in order; see :meth:`enqueue`.
 
@@ -170,18 +198,21 @@ class JobQueue:
             payloads: one payload per job.
             ids: one id per payload, or ``None`` for fresh ids.
             priority: the priority of every job, or ``None`` for the type's.
+            unique_for_s: the unique window of every job (see :meth:`enqueue`).
 
         Raises:
             PayloadError: if any payload is invalid; then no job is added.
-            InvalidSettingError: if ``ids`` and ``payloads`` differ in length, or
-                ``priority`` is not an int within the bounds.
+            InvalidSettingError: if ``ids`` and ``payloads`` differ in length,
+                ``priority`` is not an int within the bounds, or ``unique_for_s`` is not
+                a finite number of seconds >= 0.
         """
         wanted: Sequence[str | None] = check_ids(ids, payloads) or [None] * len(payloads)
+        window = check_unique_for_s(unique_for_s)
         data = [job_type.dump(payload) for payload in payloads]  # all checked before any is added
         if priority is not None:
             check_priority(priority)  # before any job is added
         return [
-            self._held(job_id) or self._add(job_type, text, job_id, priority)
+            self._held(job_id) or self._add(job_type, text, job_id, priority, window)
             for text, job_id in zip(data, wanted, strict=True)
         ]
 
@@ -270,6 +301,7 @@ class JobQueue:
         self._snoozes.pop(job.id, None)
         self._compact_if_stale()
         now = self.clock.now()
+        self._finished_holding(job, now)
         self._outcomes.record(now, failed=False)
         if self.retain_s:
             self._finished.append(FinishedJob(job=job, outcome="done", finished_at=now))
@@ -451,7 +483,9 @@ class JobQueue:
         """
         if check_job_id(job_id) not in self._dead:
             raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
-        return self._dead.pop(job_id)
+        letter = self._dead.pop(job_id)
+        self._finished_holding(letter.job, letter.died_at)
+        return letter
 
     # -- looking inside ------------------------------------------------------------
 
@@ -515,22 +549,47 @@ class JobQueue:
     # -- internals -----------------------------------------------------------------
 
     def _held(self, job_id: str | None) -> Job | None:
-        """The waiting, leased or dead job with ``job_id``, if the queue holds one."""
+        """The waiting, leased or dead job with ``job_id``, or the finished one whose window holds it."""
         if job_id is None:
             return None
-        return self._jobs.get(job_id) or (self._dead[job_id].job if job_id in self._dead else None)
+        if job_id in self._jobs:
+            return self._jobs[job_id]
+        if job_id in self._dead:
+            return self._dead[job_id].job
+        until, finished = self._holds.get(job_id, (-math.inf, None))
+        return finished if until > self.clock.now() else None
 
-    def _add(self, job_type: JobType[P], data: str, job_id: str | None, priority: int | None) -> Job:
-        """Store a new waiting job with payload ``data`` (JSON text), due now."""
+    def _add(
+        self, job_type: JobType[P], data: str, job_id: str | None, priority: int | None, window: float | None
+    ) -> Job:
+        """Store a new waiting job with payload ``data`` (JSON text), due now; ``window``: unique_for_s."""
         job = job_type.new_job(
             id=job_id if job_id is not None else self._fresh_id(),
             payload=data,
             retry=job_type.retry or self.retry,
             now=self.clock.now(),
             priority=priority,
+            unique_for_s=window,
         )
+        self._holds.pop(job.id, None)  # a window that ran out
         self._store(job)
         return job
+
+    def _finished_holding(self, job: Job, finished_at: float) -> None:
+        """``job`` finished at ``finished_at`` (acked, or discarded dead): hold its id for its window, if any.
+
+        The one place every way of finishing goes through. Holds past their end are
+        dropped here too, at most :data:`~jobqueue.backends.rules.PRUNE_BATCH` at a time.
+        """
+        window = job.unique_for_s
+        if window is not None:
+            kept = Job(id=job.id, type=job.type, payload=job.payload)  # what the SQL queues keep too
+            self._holds[job.id] = (rules.held_until(finished_at, window), kept)
+        if self._holds and rules.prune_due(finished_at, self._holds_pruned_at):
+            self._holds_pruned_at = finished_at
+            ended = [job_id for job_id, (until, _) in self._holds.items() if until <= finished_at]
+            for job_id in ended[: rules.PRUNE_BATCH]:
+                del self._holds[job_id]
 
     def _fresh_id(self) -> str:
         job_id = check_job_id(self._new_id(), "id made by new_id")

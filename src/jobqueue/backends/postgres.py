@@ -57,7 +57,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 
 from jobqueue.backends import rules, sql
-from jobqueue.backends.contract import Failed, JobIds, JobTypes, check_ids, check_types
+from jobqueue.backends.contract import Failed, JobIds, JobTypes, check_ids, check_types, check_unique_for_s
 from jobqueue.backends.rows import (
     DEAD_COLUMNS,
     JOB,
@@ -113,7 +113,8 @@ SQL = sql.load(
         "live_priorities": PRIORITIES_IN_USE,
         "new_columns": NEW_COLUMNS,
         "new_values": "0, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s,"
-        " nextval('jobqueue_serial'), %(priority)s, %(expires_at)s, %(expires_after_s)s, %(now)s",
+        " nextval('jobqueue_serial'), %(priority)s, %(expires_at)s, %(expires_after_s)s, %(now)s,"
+        " %(unique_for_s)s",
     },
 )
 """The statements of ``postgres.sql`` by block name: the select lists the row conversion
@@ -134,9 +135,10 @@ CLAIMED = Columns("buried", *JOB_FIELDS, "lease_token", "serial")
 """A row of the claim: how many due jobs it dead-lettered, then a job it leased (all NULL
 when it leased none), its lease token and its new serial, which claims give in claim order."""
 
-ENQUEUED = Columns("given_id", "added", *JOB_FIELDS)
-"""A row of the enqueue: the job's id, whether it was added, and the record of the job held
-under that id if it was not (NULL when added)."""
+ENQUEUED = Columns("given_id", "added", "gated", *JOB_FIELDS)
+"""A row of the enqueue: the job's id, whether it was added, whether a unique window's gate
+let it through, and the record of the job held under that id if it was not added (NULL when
+added, or when the job that holds it has finished)."""
 
 
 class BatchOptions(TypedDict, total=False):
@@ -145,6 +147,7 @@ class BatchOptions(TypedDict, total=False):
     ids: JobIds
     conn: psycopg.Connection[Any] | None
     priority: int | None
+    unique_for_s: float | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -280,6 +283,7 @@ class PostgresQueue(SqlQueue):
         id: str | None = None,
         conn: psycopg.Connection[Any] | None = None,
         priority: int | None = None,
+        unique_for_s: float | None = None,
     ) -> Job:
         """Add a job, waiting from now on, and return its record; see :meth:`JobQueue.enqueue`.
 
@@ -298,13 +302,19 @@ class PostgresQueue(SqlQueue):
                 the job at their next poll (a Runner's ``poll_s``); to start it at once,
                 call :meth:`notify_workers` after your commit.
             priority: this job's priority, in place of the type's (``None``).
+            unique_for_s: hold the id this many seconds after the job finished; see
+                :meth:`JobQueue.enqueue`. Producers racing to enqueue the same id (also
+                with the ack of its job) leave one job.
 
         Raises:
             PayloadError: if the payload is of the wrong class or not JSON-serialisable.
-            InvalidSettingError: if ``priority`` is not an int within the bounds.
+            InvalidSettingError: if ``priority`` is not an int within the bounds, or
+                ``unique_for_s`` not a finite number of seconds >= 0.
         """
         ids = None if id is None else [id]
-        return self.enqueue_batch(job_type, [payload], ids=ids, conn=conn, priority=priority)[0].job
+        return self.enqueue_batch(
+            job_type, [payload], ids=ids, conn=conn, priority=priority, unique_for_s=unique_for_s
+        )[0].job
 
     def enqueue_many(
         self, job_type: JobType[P], payloads: Sequence[P], **options: Unpack[BatchOptions]
@@ -329,19 +339,23 @@ class PostgresQueue(SqlQueue):
         ids: JobIds = None,
         conn: psycopg.Connection[Any] | None = None,
         priority: int | None = None,
+        unique_for_s: float | None = None,
     ) -> list[Enqueued]:
         """Like :meth:`enqueue_many`, saying of each job whether this call added it.
 
         One round trip for the whole batch (``INSERT … ON CONFLICT DO NOTHING``). An id
         repeated within the batch is added once, with its first payload. ``priority``
-        overrides the type's for every job.
+        overrides the type's for every job, ``unique_for_s`` gives each its unique window
+        (see :meth:`enqueue`).
 
         Raises:
             PayloadError: if any payload is invalid; then no job is added.
-            InvalidSettingError: if ``ids`` and ``payloads`` differ in length, or
-                ``priority`` is not an int within the bounds.
+            InvalidSettingError: if ``ids`` and ``payloads`` differ in length,
+                ``priority`` is not an int within the bounds, or ``unique_for_s`` not a
+                finite number of seconds >= 0.
         """
         check_ids(ids, payloads)
+        window = check_unique_for_s(unique_for_s)
         chosen = job_type.priority if priority is None else check_priority(priority)
         data = [job_type.dump(payload) for payload in payloads]  # all checked before any is written
         wanted: list[str | None] = list(ids) if ids is not None else [None] * len(data)
@@ -352,10 +366,11 @@ class PostgresQueue(SqlQueue):
                 rows.append(index)
         results: dict[int, Enqueued] = {}
         with self._connection(conn) as con:
-            if ids is None and self._is_own(con):
+            if ids is None and window is None and self._is_own(con):
                 rows = self._insert_fresh(con, job_type, data, results, chosen)
             while rows:  # more than once only when a fresh id was taken meanwhile
-                rows = self._insert(con, job_type, [(i, wanted[i], data[i]) for i in rows], results, chosen)
+                batch = [(i, wanted[i], data[i]) for i in rows]
+                rows = self._insert(con, job_type, batch, results, chosen, window)
             if self._is_own(con) and any(entry.added for entry in results.values()):
                 self._notify(con)  # after the commit (see postgres.sql)
         for index, job_id in enumerate(wanted):
@@ -658,8 +673,11 @@ class PostgresQueue(SqlQueue):
         rows: list[tuple[int, str | None, str]],
         results: dict[int, Enqueued],
         priority: int,
+        window: float | None,
     ) -> list[int]:
         """Insert ``(index, id or None, payload)`` rows in one statement; fill ``results`` by index.
+
+        With a unique ``window`` (seconds), the ids are held as the ``enqueue`` statement says.
 
         Returns:
             The indexes to send again: a fresh ``job-N`` already taken by an id chosen by
@@ -670,7 +688,7 @@ class PostgresQueue(SqlQueue):
         rows_of = con.cursor(row_factory=tuple_row)  # whatever the caller's connection's factory
         found = rows_of.execute(
             SQL["enqueue"],
-            new_job_values(job_type, policy, now, priority)
+            new_job_values(job_type, policy, now, priority, window)
             | {
                 "ids": [job_id for _, job_id, _ in rows],
                 "payloads": [payload for _, _, payload in rows],
@@ -678,10 +696,19 @@ class PostgresQueue(SqlQueue):
             prepare=self._prepare(con),
         ).fetchall()
         again = []
+        given_back = [
+            ENQUEUED.value(row, "given_id")
+            for row in found
+            if ENQUEUED.value(row, "gated") and not ENQUEUED.value(row, "added")
+        ]
+        if given_back:  # rare: a job enqueued without a window holds the id
+            rows_of.execute(SQL["unhold_live"], {"ids": given_back})
         for (index, wanted, payload), row in zip(rows, found, strict=True):
             job_id = ENQUEUED.value(row, "given_id")
             if ENQUEUED.value(row, "added"):
-                new = job_type.new_job(id=job_id, payload=payload, retry=policy, now=now, priority=priority)
+                new = job_type.new_job(
+                    id=job_id, payload=payload, retry=policy, now=now, priority=priority, unique_for_s=window
+                )
                 results[index] = Enqueued(job=new, added=True)
             elif wanted is None:
                 again.append(index)  # a job-N already taken by a chosen id: draw another
@@ -689,6 +716,8 @@ class PostgresQueue(SqlQueue):
                 results[index] = Enqueued(job=ENQUEUED.read(row), added=False)
             elif held := rows_of.execute(SQL["find"], {"ids": [job_id]}).fetchall():
                 results[index] = Enqueued(job=JOB.read(held[0]), added=False)  # committed just after
+            elif finished := self._held(rows_of, [job_id], now):
+                results[index] = Enqueued(job=finished[job_id], added=False)  # in its unique window
             else:
                 again.append(index)  # and acked since: the id is free again
         return again
@@ -712,7 +741,7 @@ class PostgresQueue(SqlQueue):
         try:
             found = con.execute(
                 SQL["enqueue_fresh"],
-                new_job_values(job_type, policy, now, priority) | {"payloads": payloads},
+                new_job_values(job_type, policy, now, priority, None) | {"payloads": payloads},
                 prepare=self._prepare(con),
             ).fetchall()
         except psycopg.errors.UniqueViolation:
@@ -1057,6 +1086,7 @@ QUEUE_RELATIONS = frozenset(
         "jobqueue_jobs",
         "jobqueue_outcomes",
         "jobqueue_finished",
+        "jobqueue_held",
         "jobqueue_serial",
         "jobqueue_lease",
         "jobqueue_job_id",

@@ -111,6 +111,25 @@ UPDATE jobqueue_schema SET version = 5;
 ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS snoozes integer NOT NULL DEFAULT 0;
 UPDATE jobqueue_schema SET version = 6;
 
+-- name: migration_8
+-- Unique windows (enqueue's unique_for_s): each job stores its window (NULL: none; a new
+-- column without a default rewrites no row), and jobqueue_held the ids of jobs enqueued
+-- with one, with their type and payload (what a repeat's enqueue returns once the job is
+-- gone). held_until is 'Infinity' while the job lives or is dead, then its finish +
+-- unique_for_s (jobqueue.backends.rules.held_until); pruned with the finished jobs once
+-- past. Rows only for jobs with a window: a job without one costs nothing here.
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS unique_for_s double precision;
+ALTER TABLE jobqueue_finished ADD COLUMN IF NOT EXISTS unique_for_s double precision;
+CREATE TABLE IF NOT EXISTS jobqueue_held (
+    id text PRIMARY KEY,
+    type text NOT NULL,
+    payload text NOT NULL,
+    unique_for_s double precision NOT NULL,
+    held_until double precision NOT NULL
+);
+CREATE INDEX jobqueue_held_until ON jobqueue_held (held_until);
+UPDATE jobqueue_schema SET version = 8;
+
 -- name: fencing_floor
 -- Run on each new connection before its first claim, in a transaction of its own: moves
 -- jobqueue_fencing 2^24 (16,777,216) numbers on, and waits for the disk. A claim commits
@@ -188,20 +207,42 @@ SELECT EXISTS (SELECT FROM pg_tables WHERE schemaname = current_schema() AND tab
 -- Every payload in one statement. Rows without an id take job-N from the sequence. ON
 -- CONFLICT DO NOTHING skips an id already held (waiting, leased or dead, committed by
 -- anyone); `old` is what this statement's snapshot shows of a skipped id.
+-- With a unique window (%(unique_for_s)s not NULL) `gate` first takes each id in
+-- jobqueue_held, and only the ids it took are inserted. Its ON CONFLICT waits for a racing
+-- enqueue or ack that holds the same row, then reads their committed row (a window not
+-- over, or a job alive: 'Infinity', refuses the id), so producers racing each other and
+-- the ack leave one job. Without a window an id under a window is refused too, as this
+-- statement's snapshot shows it. An id `gate` took whose insert conflicted (a job enqueued
+-- without a window holds it) is given back by `unhold_live`.
 WITH wanted AS MATERIALIZED (
     SELECT n, coalesce(id, 'job-' || nextval('jobqueue_job_id')) AS id, payload
     FROM unnest(%(ids)b::text[], %(payloads)b::text[]) WITH ORDINALITY AS w (id, payload, n)
+), gate AS (
+    INSERT INTO jobqueue_held AS held (id, type, payload, unique_for_s, held_until)
+    SELECT id, %(type)s, payload, %(unique_for_s)s::float8, 'Infinity' FROM wanted
+    WHERE %(unique_for_s)s::float8 IS NOT NULL ORDER BY n
+    ON CONFLICT (id) DO UPDATE
+    SET type = excluded.type, payload = excluded.payload, unique_for_s = excluded.unique_for_s,
+        held_until = excluded.held_until
+    WHERE held.held_until <= %(now)s
+    RETURNING id
 ), added AS (
     INSERT INTO jobqueue_jobs ({new_columns})
-    SELECT id, %(type)s, payload, {new_values} FROM wanted ORDER BY n
+    SELECT id, %(type)s, payload, {new_values} FROM wanted
+    WHERE CASE WHEN %(unique_for_s)s::float8 IS NULL
+               THEN NOT EXISTS (SELECT FROM jobqueue_held AS held
+                                WHERE held.id = wanted.id AND held.held_until > %(now)s)
+               ELSE wanted.id IN (SELECT id FROM gate) END
+    ORDER BY n
     ON CONFLICT (id) DO NOTHING
     -- No NOTIFY here: on the queue's own connection the `notify` statement follows the
     -- commit; in a caller's transaction none is sent (see PostgresQueue.enqueue).
     RETURNING id
 )
-SELECT wanted.id, added.id IS NOT NULL, old.*
+SELECT wanted.id, added.id IS NOT NULL, gate.id IS NOT NULL, old.*
 FROM wanted
 LEFT JOIN added ON added.id = wanted.id
+LEFT JOIN gate ON gate.id = wanted.id
 LEFT JOIN LATERAL (  -- OFFSET 0 keeps it a lookup by key, run only for a skipped id
     SELECT {job_columns} FROM jobqueue_jobs AS held WHERE held.id = wanted.id AND added.id IS NULL
     OFFSET 0
@@ -230,6 +271,26 @@ SELECT id FROM wanted ORDER BY n;
 -- of transactions that notify (one lock for the whole server, held until the commit is on
 -- disk), so producers enqueueing at once would take turns at the disk.
 SELECT set_config('synchronous_commit', 'off', true), pg_notify('jobqueue_jobs', '');
+
+-- name: held
+-- The ids a unique window holds now: their job finished (or lives, held_until infinite).
+SELECT id, type, payload FROM jobqueue_held WHERE id = ANY(%(ids)b::text[]) AND held_until > %(now)s;
+
+-- name: unhold_live
+-- Ids the enqueue's `gate` took for a job that a job without a window already held.
+DELETE FROM jobqueue_held WHERE id = ANY(%(ids)b::text[]) AND held_until = 'Infinity';
+
+-- name: hold_finished
+-- Every way a job enqueued with a window finishes runs this in its transaction: the window
+-- starts at %(now)s (jobqueue.backends.rules.held_until). An ack after its delete: an
+-- enqueue that took the held row first (to refuse the id) makes the ack wait for it.
+UPDATE jobqueue_held SET held_until = %(now)s + unique_for_s
+WHERE id = ANY(%(ids)b::text[]) AND held_until = 'Infinity';
+
+-- name: prune_held
+DELETE FROM jobqueue_held WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM jobqueue_held WHERE held_until < %(before)s ORDER BY held_until LIMIT %(limit)s
+));
 
 -- name: find
 SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);

@@ -58,6 +58,7 @@ class JobRow(NamedTuple):
     expires_after_s: Any
     fencing_token: Any
     enqueued_at: Any
+    unique_for_s: Any
 
 
 JOB_FIELDS = JobRow._fields
@@ -116,7 +117,7 @@ FINISHED = Columns(*JOB_FIELDS, "outcome", "finished_at")
 
 NEW_COLUMNS = (
     "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, visible_at, serial,"
-    " priority, expires_at, expires_after_s, enqueued_at"
+    " priority, expires_at, expires_after_s, enqueued_at, unique_for_s"
 )
 """The columns an enqueue fills, in order; the others start NULL."""
 
@@ -126,7 +127,7 @@ def stored_values(job: Job) -> dict[str, Any]:
 
     Keyed ``id``, ``type``, ``payload``, ``attempts``, ``max_attempts``, ``base_s``,
     ``cap_s``, ``run_at`` (seconds), ``error``, ``priority``, ``expires_at``,
-    ``expires_after_s``, ``fencing_token`` and ``enqueued_at``.
+    ``expires_after_s``, ``fencing_token``, ``enqueued_at`` and ``unique_for_s``.
     """
     return {
         "id": job.id,
@@ -143,14 +144,18 @@ def stored_values(job: Job) -> dict[str, Any]:
         "expires_after_s": job.expires_after_s,
         "fencing_token": job.fencing_token,
         "enqueued_at": job.enqueued_at,
+        "unique_for_s": job.unique_for_s,
     }
 
 
-def new_job_values(job_type: JobType[Any], policy: RetryPolicy, now: float, priority: int) -> dict[str, Any]:
+def new_job_values(
+    job_type: JobType[Any], policy: RetryPolicy, now: float, priority: int, unique_for_s: float | None
+) -> dict[str, Any]:
     """The values every SQL backend stores in a new job of ``job_type`` enqueued at ``now``.
 
     Keyed by the statements' parameter names: ``type``, ``max_attempts``, ``base_s``,
-    ``cap_s``, ``now`` (seconds), ``priority``, ``expires_at`` and ``expires_after_s``.
+    ``cap_s``, ``now`` (seconds), ``priority``, ``expires_at``, ``expires_after_s`` and
+    ``unique_for_s`` (seconds or ``None``).
     """
     return {
         "type": job_type.name,
@@ -161,6 +166,7 @@ def new_job_values(job_type: JobType[Any], policy: RetryPolicy, now: float, prio
         "priority": priority,
         "expires_at": deadline(now, job_type.expires_after_s),
         "expires_after_s": job_type.expires_after_s,
+        "unique_for_s": unique_for_s,
     }
 
 
@@ -194,6 +200,7 @@ def job_from_row(row: JobRow) -> Job:
             "expires_after_s": row.expires_after_s,
             "fencing_token": row.fencing_token,
             "enqueued_at": row.enqueued_at,
+            "unique_for_s": row.unique_for_s,
         }
     )
 
@@ -223,6 +230,7 @@ def _plain(row: JobRow) -> bool:
         and type(fencing_token) is int
         and fencing_token >= 0
         and (row.enqueued_at is None or _float_time(row.enqueued_at))
+        and (row.unique_for_s is None or _float_time(row.unique_for_s))
     )
 
 
@@ -266,10 +274,10 @@ def _check_values(values: dict[str, Any]) -> None:
             )
         token = values["fencing_token"]
         _check(_is_int(token) and token >= 0, "fencing_token", token, "an int >= 0")
-        enqueued_at = values["enqueued_at"]
-        _check(
-            enqueued_at is None or _is_time(enqueued_at), "enqueued_at", enqueued_at, "a finite time or NULL"
-        )
+        for name in ("enqueued_at", "unique_for_s"):
+            _check(
+                values[name] is None or _is_time(values[name]), name, values[name], "a finite time or NULL"
+            )
     except InvalidSettingError as exc:
         raise CorruptJobError(f"the stored row of job {values['id']!r} cannot be read: {exc}") from exc
 
@@ -292,7 +300,7 @@ def salvage(row: JobRow, error: CorruptJobError) -> Job:
 
     Values that read as they should are kept; the others take their defaults (attempts
     0, the default retry policy, ``run_at`` 0, priority 0, no deadline, fencing token 0, no
-    enqueue time). ``last_error``
+    enqueue time, no unique window). ``last_error``
     becomes ``"CorruptJobError: …"``, followed by the row's own last error if it had one,
     so nothing is lost.
     """
@@ -326,6 +334,7 @@ def salvage(row: JobRow, error: CorruptJobError) -> Job:
         expires_after_s=_time_or_none(values["expires_after_s"]),
         fencing_token=token if _is_int(token := values["fencing_token"]) and token >= 0 else 0,
         enqueued_at=_time_or_none(values["enqueued_at"]),
+        unique_for_s=_time_or_none(values["unique_for_s"]),
     )
 
 

@@ -223,6 +223,18 @@ def prune_due(now: float, pruned_at: float | None) -> bool:
     return pruned_at is None or now - pruned_at >= PRUNE_EVERY_S
 
 
+def held_until(finished_at: float, unique_for_s: float) -> float:
+    """Until when (seconds) the id of a job enqueued with ``unique_for_s`` stays held, once it finished.
+
+    A job finishes when it is acked, or when it leaves the dead letters (discarded; while
+    dead its id is held anyway, and the window counts from its death). Until then an
+    enqueue of its id adds nothing; afterwards the id is free. Without ``unique_for_s`` the
+    id is free at the ack (as SQS's deduplication id, whose window is 5 minutes from the
+    send, not from the finish). Introduced with unique windows (issue 24).
+    """
+    return finished_at + unique_for_s
+
+
 def prune_before(now: float, retain_s: float) -> float:
     """The time (seconds) before which a finished job has been kept ``retain_s`` and may go, at ``now``."""
     return now - retain_s

@@ -163,7 +163,7 @@ class SqlQueue(ABC):
                 changes.
         """
         now = self.clock.now()
-        with self._transaction() if self.retain_s else self._connection() as con:
+        with self._transaction() if self._ack_writes_twice([lease]) else self._connection() as con:
             if not self._finish(con, [lease], now):  # committed on its own (kept and deleted at once)
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
         self._outcomes.record(now, done=1, failed=0, store=self._store_outcomes)
@@ -177,23 +177,55 @@ class SqlQueue(ABC):
         if not leases:
             return []
         now = self.clock.now()
-        with self._transaction() if self.retain_s else self._connection() as con:
+        with self._transaction() if self._ack_writes_twice(leases) else self._connection() as con:
             acked = self._finish(con, leases, now)
         return self._count_acked(leases, acked)
+
+    def _ack_writes_twice(self, leases: Sequence[Lease]) -> bool:
+        """Whether acking ``leases`` takes more than one statement, so a transaction.
+
+        With ``retain_s`` (a copy to ``jobqueue_finished`` on DuckDB), or for a job enqueued
+        with a unique window (``hold_finished``); without either an ack is one statement.
+        """
+        return bool(self.retain_s) or any(lease.job.unique_for_s is not None for lease in leases)
 
     def _finish(self, con: Any, leases: Sequence[Lease], now: float) -> set[str]:
         """Ack the jobs held under ``leases`` at ``now``; return the tokens acked.
 
         Every :data:`~jobqueue.backends.rules.PRUNE_EVERY_S` seconds the ack also deletes up
         to :data:`~jobqueue.backends.rules.PRUNE_BATCH` finished jobs kept longer than
-        ``retain_s`` (with ``retain_s`` 0, those a past setting kept).
+        ``retain_s`` (with ``retain_s`` 0, those a past setting kept), and as many ids whose
+        unique window has ended.
         """
         acked = self._delete_acked(con, leases, now)
+        windowed = [
+            lease.job.id for lease in leases if lease.job.unique_for_s is not None and lease.token in acked
+        ]
+        if windowed:
+            self._hold_finished(con, windowed, now)
         if rules.prune_due(now, self._pruned_at):
             self._pruned_at = now
             before = rules.prune_before(now, self.retain_s)
             con.execute(self.sql["prune_finished"], {"before": before, "limit": rules.PRUNE_BATCH})
+            con.execute(self.sql["prune_held"], {"before": now, "limit": rules.PRUNE_BATCH})
         return acked
+
+    def _hold_finished(self, con: Any, ids: Sequence[str], now: float) -> None:
+        """Inside the transaction that finishes the jobs ``ids`` at ``now``: start their unique windows.
+
+        Every way a job enqueued with a window finishes (an ack, a discard from the dead
+        letters) goes through here, and only such jobs: a job without one has no row to change.
+        """
+        con.execute(self.sql["hold_finished"], {"ids": list(ids), "now": now})
+
+    def _held(self, con: Any, ids: Sequence[str], now: float) -> dict[str, Job]:
+        """The ids of ``ids`` a unique window holds at ``now``, each with what is kept of its job.
+
+        That is its id, type and payload: the record an enqueue of a held id returns once
+        the job is gone.
+        """
+        rows = con.execute(self.sql["held"], {"ids": list(ids), "now": now}).fetchall()
+        return {job_id: Job(id=job_id, type=kind, payload=payload) for job_id, kind, payload in rows}
 
     def finished(self, limit: int = 100) -> list[FinishedJob]:
         """Up to ``limit`` acked jobs kept (see ``retain_s``), the latest first.
@@ -315,11 +347,14 @@ class SqlQueue(ABC):
             DeadLetterNotFoundError: naming ``job_id``, if no dead job has that id.
         """
         check_job_id(job_id)
-        with self._connection() as con:
+        with self._transaction() as con:
             rows = con.execute(self.sql["discard"], {"id": job_id}).fetchall()
-        if not rows:
-            raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
-        return read_dead(rows[0], self.clock.now())
+            if not rows:
+                raise DeadLetterNotFoundError(f"no dead job with id {job_id!r} to discard")
+            letter = read_dead(rows[0], self.clock.now())
+            if letter.job.unique_for_s is not None:
+                self._hold_finished(con, [job_id], letter.died_at)  # a window counts from the death
+        return letter
 
     def get(self, job_id: str) -> Job | None:
         """The record of a waiting or leased job, or ``None`` (done, dead or never seen).
