@@ -393,3 +393,40 @@ def test_duckdb_has_no_skip_locked() -> None:
     outbox.create_tables(con)
     with pytest.raises(duckdb.ParserException, match='syntax error at or near "FOR"'):
         con.execute("SELECT id FROM outbox WHERE sent_at IS NULL ORDER BY id LIMIT 10 FOR UPDATE SKIP LOCKED")
+
+
+# -- a re-publish after the ack (issue 24: unique windows) ---------------------------------
+
+
+def republish_after_the_ack(con: duckdb.DuckDBPyConnection, clock: jq.ManualClock, **options: float) -> int:
+    """A row published and its job acked; the relay crashed before marking the row sent, and
+    runs again a minute later: how many jobs does the queue then hold for it?"""
+    queue = jq.JobQueue(clock=clock)
+    publish = outbox.publisher(queue, [shop.SEND_RECEIPT], **options)
+    add_receipt(con, clock, 1001)
+    (message,) = outbox.unsent(con)
+    publish(message)  # the crash comes here: the row stays unsent
+    lease = queue.claim()
+    assert lease is not None and lease.job.id == "outbox-1"
+    queue.ack(lease)
+    clock.advance(60.0)
+    publish(message)  # the relay's next run publishes the row again
+    return len(queue)
+
+
+def test_without_a_window_a_republish_after_the_ack_is_a_second_job(
+    con: duckdb.DuckDBPyConnection, clock: jq.ManualClock
+) -> None:
+    assert republish_after_the_ack(con, clock) == 1
+
+
+def test_with_a_unique_window_a_republish_after_the_ack_adds_nothing(
+    con: duckdb.DuckDBPyConnection, clock: jq.ManualClock
+) -> None:
+    assert republish_after_the_ack(con, clock, unique_for_s=3600.0) == 0
+
+
+@pytest.mark.parametrize("window", [-1.0, float("nan"), float("inf")])
+def test_a_bad_window_is_refused_naming_it(window: float) -> None:
+    with pytest.raises(jq.InvalidSettingError, match="unique_for_s"):
+        outbox.publisher(jq.JobQueue(clock=jq.ManualClock()), [shop.SEND_RECEIPT], unique_for_s=window)

@@ -12,7 +12,10 @@ module owns only the ``outbox`` table.
 
 The relay is at-least-once: a crash between publishing and marking publishes the row
 again, with the same job id (``"outbox-17"``, :func:`outbox_job_id`), which
-:meth:`jobqueue.backends.memory.JobQueue.enqueue` ignores while it holds the job. It selects
+:meth:`jobqueue.backends.memory.JobQueue.enqueue` ignores while it holds the job: until the
+job is acked, or, with a unique window (:func:`publisher`'s ``unique_for_s``), that long
+after it finished. Without a window, a repeat after the ack is a new job: a relay that
+crashed and came back minutes later runs the job again. It selects
 ``WHERE sent_at IS NULL`` on every run, never "ids above the last one sent": a sequence
 hands out ids at insert, but transactions commit in any order, so a *lower* id can
 become visible after a higher one was published.
@@ -51,6 +54,7 @@ from typing import Any, Protocol, TypeVar
 import duckdb
 
 from jobqueue import db
+from jobqueue.backends.contract import check_unique_for_s
 from jobqueue.clock import Clock
 from jobqueue.db import DEFAULT_CONFLICT_ATTEMPTS, Connection
 from jobqueue.errors import InvalidSettingError, UnknownJobTypeError, describe_error
@@ -139,8 +143,10 @@ Publish = Callable[[OutboxMessage], object]
 class Enqueuer(Protocol):
     """Anything with :meth:`JobQueue.enqueue <jobqueue.backends.memory.JobQueue.enqueue>`'s signature."""
 
-    def enqueue(self, job_type: JobType[P], payload: P, *, id: str | None = None) -> object:
-        """Add a job, or ignore it if a job with ``id`` is already held."""
+    def enqueue(
+        self, job_type: JobType[P], payload: P, *, id: str | None = None, unique_for_s: float | None = None
+    ) -> object:
+        """Add a job, or ignore it if ``id`` is held (by a job, or ``unique_for_s`` after one finished)."""
         ...
 
 
@@ -377,19 +383,27 @@ class Relay:
         return f"Relay(published={self.published}, last_error={self.last_error!r})"
 
 
-def publisher(target: Enqueuer, job_types: Sequence[JobType[Any]]) -> Publish:
+def publisher(
+    target: Enqueuer, job_types: Sequence[JobType[Any]], *, unique_for_s: float | None = None
+) -> Publish:
     """A ``publish`` function for :class:`Relay` that enqueues into ``target``.
 
     Each message is enqueued as a job of the type named by its ``type``, with its payload
     validated on the way (:meth:`JobType.parse <jobqueue.job.JobType.parse>`) and its id
-    :attr:`OutboxMessage.job_id`, so a message published twice is one job.
+    :attr:`OutboxMessage.job_id`, so a message published twice while its job is held is
+    one job.
 
     Args:
         target: a :class:`~jobqueue.backends.memory.JobQueue`, or anything with its ``enqueue``.
         job_types: the job types the outbox may hold, with distinct names.
+        unique_for_s: keep each job's id held this many seconds after its job finished
+            (``enqueue``'s unique window), so that a re-publish after the ack (a relay that
+            crashed between publishing and marking, back later) adds nothing. Choose it
+            longer than a relay can stay down; ``None`` (default): the id is free at the ack.
 
     Raises:
-        InvalidSettingError: if ``job_types`` is empty or two share a name.
+        InvalidSettingError: if ``job_types`` is empty or two share a name, or
+            ``unique_for_s`` is not ``None`` or a finite number of seconds >= 0.
 
     The returned function raises :class:`~jobqueue.errors.UnknownJobTypeError` for a
     type not in ``job_types``, :class:`~jobqueue.errors.PayloadError` for a payload
@@ -404,6 +418,7 @@ def publisher(target: Enqueuer, job_types: Sequence[JobType[Any]]) -> Publish:
         by_name[job_type.name] = job_type
     if not by_name:
         raise InvalidSettingError(f"publisher needs at least one job type, got {job_types!r}")
+    window = check_unique_for_s(unique_for_s)
 
     def publish(message: OutboxMessage) -> None:
         job_type = by_name.get(message.type)
@@ -411,7 +426,11 @@ def publisher(target: Enqueuer, job_types: Sequence[JobType[Any]]) -> Publish:
             raise UnknownJobTypeError(
                 f"outbox row {message.id} has job type {message.type!r}; known: {sorted(by_name)}"
             )
-        target.enqueue(job_type, job_type.parse(message.payload), id=message.job_id)
+        payload = job_type.parse(message.payload)
+        if window is None:  # an enqueue of its own may take no window: ask for none
+            target.enqueue(job_type, payload, id=message.job_id)
+        else:
+            target.enqueue(job_type, payload, id=message.job_id, unique_for_s=window)
 
     return publish
 

@@ -290,11 +290,13 @@ class RemoteQueue:
     queue: Queue
     down: bool = False
 
-    def enqueue(self, job_type: JobType[_P], payload: _P, *, id: str | None = None) -> Job:
+    def enqueue(
+        self, job_type: JobType[_P], payload: _P, *, id: str | None = None, unique_for_s: float | None = None
+    ) -> Job:
         """Enqueue into :attr:`queue`, or raise :class:`QueueUnreachable` while down."""
         if self.down:
             raise QueueUnreachable(f"job queue unreachable, could not enqueue {id or job_type.name!r}")
-        return self.queue.enqueue(job_type, payload, id=id)
+        return self.queue.enqueue(job_type, payload, id=id, unique_for_s=unique_for_s)
 
 
 class SmsProviderDown(ConnectionError):
