@@ -93,14 +93,17 @@ class ServerClock:
     a millisecond on a local network). Between syncs ``now()`` costs what the local clock
     costs. Sleeping sleeps on the local clock.
 
-    The local clock is by default this machine's monotonic clock (:func:`time.monotonic`),
-    which nothing steps: a step of the wall clock between two syncs (NTP correcting a large
-    error, an operator's ``date -s``) would otherwise move the server's time with it until
-    the next sync, and bring back the stolen leases above.
+    The local clock is by default a steady one (``CLOCK_BOOTTIME`` on Linux, which counts
+    a suspend; :func:`time.monotonic` elsewhere), which nothing steps: a step of the wall
+    clock between two syncs (NTP correcting a large error, an operator's ``date -s``) would
+    otherwise move the server's time with it until the next sync, and bring back the stolen
+    leases above. With that default, a sync is also due as soon as the wall clock and the
+    steady one drift apart by :data:`WALL_GAP_S` (a step, or a suspend that stopped the
+    steady clock): one round trip, and the offset is right again.
 
     Args:
-        local: this machine's clock (default: its monotonic clock); a skewed stand-in
-            shows what the offset corrects.
+        local: this machine's clock (default: its steady clock); a skewed stand-in shows
+            what the offset corrects.
         resync_s: seconds between syncs (> 0; default 60): local clocks drift by about
             0.05 ms a second at most, 3 ms a minute.
 
@@ -113,11 +116,13 @@ class ServerClock:
     def __init__(self, local: Clock | None = None, *, resync_s: float = 60.0) -> None:
         if isinstance(resync_s, bool) or not math.isfinite(resync_s) or resync_s <= 0:
             raise InvalidSettingError(f"resync_s must be a finite number of seconds > 0, got {resync_s!r}")
-        self.local: Clock = local if local is not None else _MonotonicClock()
+        self.local: Clock = local if local is not None else _SteadyClock()
+        self._watch_wall = local is None  # a suspend can stop only the default clock
         self.resync_s = float(resync_s)
         self.offset_s = 0.0
         """Seconds to add to the local clock's time to get the server's."""
         self._synced_at: float | None = None  # local time of the last sync
+        self._wall_minus_local = 0.0  # at the last sync: the wall clock's time less the local's
 
     def now(self) -> float:
         """Return the server's time in seconds (since the epoch): local time plus the offset."""
@@ -135,8 +140,17 @@ class ServerClock:
             await asyncio.sleep(_check_wait("sleep", seconds))
 
     def sync_due(self) -> bool:
-        """Whether the offset was never measured, or ``resync_s`` seconds have passed since."""
-        return self._synced_at is None or abs(self.local.now() - self._synced_at) >= self.resync_s
+        """Whether a sync is due: never synced, or ``resync_s`` seconds or a clock gap since.
+
+        The gap: with the default local clock, the wall clock and the local one drifted apart
+        by more than :data:`WALL_GAP_S` since the last sync.
+        """
+        if self._synced_at is None:
+            return True
+        local = self.local.now()
+        if self._watch_wall and abs(time.time() - local - self._wall_minus_local) > WALL_GAP_S:
+            return True  # the wall clock stepped, or a suspend stopped the steady clock
+        return abs(local - self._synced_at) >= self.resync_s
 
     def sync(self, read_server: Callable[[], float]) -> float:
         """Measure the offset: ``read_server()`` returns the server's time in seconds.
@@ -149,22 +163,39 @@ class ServerClock:
         after = self.local.now()
         self.offset_s = server - (before + after) / 2
         self._synced_at = after
+        self._wall_minus_local = time.time() - after
         return self.offset_s
 
     def __repr__(self) -> str:
         return f"ServerClock(offset_s={self.offset_s:+.3f})"
 
 
-class _MonotonicClock:
-    """This machine's monotonic clock (:func:`time.monotonic`): seconds from an unspecified start.
+class _SteadyClock:
+    """This machine's steady clock: seconds from an unspecified start, never stepped.
 
-    Never stepped, only slewed; meaningless on its own, so only :class:`ServerClock` uses it,
-    with an offset to the server's time.
+    ``CLOCK_BOOTTIME`` where the system has it (Linux): it goes on while the machine is
+    suspended. Elsewhere :func:`time.monotonic`, which may stop during a suspend (macOS);
+    :class:`ServerClock` then notices the gap against the wall clock and syncs again.
+    Meaningless on its own, so only :class:`ServerClock` uses it, with an offset to the
+    server's time.
     """
 
     def now(self) -> float:
-        """Return the monotonic clock's seconds."""
-        return time.monotonic()
+        """Return the steady clock's seconds."""
+        return _steady_now()
+
+
+def _steady_now() -> float:
+    """Seconds on ``CLOCK_BOOTTIME`` if this system has it, else on :func:`time.monotonic`."""
+    if hasattr(time, "CLOCK_BOOTTIME"):
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    return time.monotonic()
+
+
+WALL_GAP_S = 1.0
+"""Seconds by which the wall clock and :class:`ServerClock`'s steady clock may drift apart
+after a sync before the next call syncs again: a step of the wall clock, or a suspend that
+stopped the steady clock."""
 
 
 class ManualClock:

@@ -64,12 +64,6 @@ again (at-least-once), as for a crash during the job itself.
 UNAVAILABLE_PAUSE_S = 1.0
 """Seconds a runner waits before trying again a queue whose server could not be reached."""
 
-START_LEASE_SHARE = 0.9
-"""Without a heartbeat, the share of the visibility timeout a prefetched job's lease must have
-left when the job starts; a shorter one is extended first (see ``Runner._whole_leases``). Above
-the worker's default time limit, :data:`~jobqueue.worker.LEASE_SHARE` (0.8), so an attempt that
-keeps to that limit ends with a tenth of the lease to spare for its ack or fail."""
-
 DEFAULT_GRACE_S = 25.0
 """Seconds running jobs get to finish after a shutdown signal.
 
@@ -324,21 +318,20 @@ class Runner:
     ) -> list[JobEvent]:
         """Extend the leases of the prefetched jobs about to start that have waited; drop lost ones.
 
-        For a worker without a heartbeat: its time limit (by default
-        :data:`~jobqueue.worker.LEASE_SHARE` of the visibility timeout) keeps an attempt
-        inside its lease only if the attempt starts on a whole lease. A prefetched lease is
-        extended while it waits only every third of the visibility timeout, so a job could
-        start with two-thirds of its lease left, run within its time limit, and be claimed
-        by another worker meanwhile. A lease with less than :data:`START_LEASE_SHARE` of the
-        visibility timeout left is extended first; one just claimed is not, so a runner
-        whose prefetched jobs wait little makes no extra call.
+        A job starts only with the lease its attempt needs left
+        (:meth:`~jobqueue.worker.Worker.lease_needed_s`: its time limit, or the first
+        heartbeat, plus room for the ack). A prefetched lease is extended while it waits only
+        every third of the visibility timeout (or every ``heartbeat_s``), so a job that waited
+        could start on two-thirds of its lease (or less), run within its time limit, and be
+        claimed by another worker meanwhile. A lease just claimed has enough left, so a
+        runner whose prefetched jobs wait little makes no extra call.
         """
         now = self.clock.now()
         events: list[JobEvent] = []
         ready: list[Lease] = []
         while waiting and len(running) + len(ready) < self.concurrency:
             lease = waiting.popleft()
-            if lease.expires_at - now < START_LEASE_SHARE * self._lease_s:
+            if lease.expires_at - now < self.worker.lease_needed_s(lease.job):
                 try:
                     lease = await self.worker.call(self.worker.keep, lease)
                 except StaleLeaseError as stale:
@@ -356,7 +349,7 @@ class Runner:
         Returns the events of leases found lost on the way (see :meth:`_whole_leases`) and
         how many jobs started.
         """
-        lost = await self._whole_leases(waiting, running) if self.worker.heartbeat_s is None else []
+        lost = await self._whole_leases(waiting, running)
         started = 0
         while waiting and len(running) < self.concurrency:
             lease = waiting.popleft()

@@ -90,6 +90,11 @@ function's timeout, so that Lambda has time to retry a batch when the function i
 """
 
 
+START_ROOM_SHARE = 0.1
+"""Room an attempt keeps at its end for its ack or fail to reach the queue, as a share of
+the visibility timeout (3 s of the default 30 s): see :meth:`Worker.lease_needed_s`."""
+
+
 class LeaseRuleWarning(UserWarning):
     """A worker without a heartbeat has a time limit that is not below the visibility timeout.
 
@@ -334,6 +339,32 @@ class Worker:
         handler claims nothing. Introduced with claim filters (issue 21).
         """
         return self._job_types
+
+    def lease_needed_s(self, job: Job) -> float:
+        """Seconds of lease an attempt of ``job`` needs left when it starts, at most a whole lease.
+
+        Without a heartbeat, nothing extends the lease while the handler runs, so the lease
+        must outlast the job's time limit; with one, it must last until the first beat,
+        ``heartbeat_s`` after the start. Either way plus :data:`START_ROOM_SHARE` of the
+        visibility timeout for the ack or fail; a whole lease when no time limit bounds the
+        attempt, and nothing for a job of a type without a handler here (it is given back
+        at once). A :class:`~jobqueue.runner.Runner` extends a prefetched job's lease before
+        starting it when less than this is left: a job claimed ahead that waited could
+        otherwise start on two-thirds of its lease, run within its time limit, and be
+        claimed by another worker meanwhile.
+        """
+        lease_s = self.queue.visibility_timeout_s
+        try:
+            job_type, _ = self.handler_for(job.type)
+        except UnknownJobTypeError:
+            return 0.0
+        if self.heartbeat_s is not None:
+            bound_s: float | None = self.heartbeat_s
+        else:
+            bound_s = job_type.timeout_s if job_type.timeout_s is not None else self.timeout_s
+        if bound_s is None:
+            return lease_s
+        return min(lease_s, bound_s + START_ROOM_SHARE * lease_s)
 
     def handler_for(self, type_name: str) -> tuple[JobType[Any], Handler[Any]]:
         """The job type and handler registered under ``type_name``.
