@@ -50,7 +50,7 @@ def test_the_page_carries_the_token_and_the_snapshot_the_counts(queue: JobQueue)
     assert 'name="jobqueue-read-only" content="false"' in page.text
     assert page.headers["x-frame-options"] == "DENY"
     data = client.get("/api/snapshot").json()
-    assert data["totals"] == {"waiting": 1, "scheduled": 0, "leased": 0, "dead": 1}
+    assert data["totals"] == {"waiting": 1, "scheduled": 0, "leased": 0, "dead": 1, "cancelled": 0}
     assert data["dead_letters"][0]["id"] == "r1"
     assert client.get("/static/uPlot.iife.min.js").status_code == 200
 

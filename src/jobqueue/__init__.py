@@ -19,7 +19,7 @@ course helpers only.
 from typing import TYPE_CHECKING, Any
 
 from jobqueue import db, fanout, idempotency, outbox
-from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, Failed, FailOutcome, Queue
+from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, CancelOutcome, Failed, FailOutcome, Queue
 from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.backends.memory import JobQueue
 from jobqueue.backoff import DEFAULT_BASE_S, DEFAULT_CAP_S, Backoff, RandomFn
@@ -32,6 +32,8 @@ from jobqueue.errors import (
     DeadLetterNotFoundError,
     HandlerCancelledError,
     InvalidSettingError,
+    JobCancelledError,
+    JobNotFoundError,
     JobQueueError,
     JobSignal,
     JobTimeoutError,
@@ -102,6 +104,7 @@ __all__ = [
     "MAX_RETRY_AFTER_S",
     "PRIORITY_LIMIT",
     "Backoff",
+    "CancelOutcome",
     "CircuitBreaker",
     "CircuitOpenError",
     "Clock",
@@ -119,7 +122,9 @@ __all__ = [
     "HistoryReport",
     "InvalidSettingError",
     "Job",
+    "JobCancelledError",
     "JobEvent",
+    "JobNotFoundError",
     "JobQueue",
     "JobQueueError",
     "JobSignal",
