@@ -357,3 +357,22 @@ def test_postgres_a_cancel_racing_claims_on_another_connection_never_runs_a_canc
         assert len(queue) == 0
         assert kept(queue) == [(job_id, "cancelled") for job_id in sorted(ids)]
         assert queue.census().total("cancelled") == len(ids)
+
+
+# -- the command line ----------------------------------------------------------------------
+
+
+def test_jobqueue_cancel_answers_with_the_state_and_fails_on_an_unknown_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobqueue.cli import main
+
+    path = tmp_path / "shop.db"
+    with DurableQueue(path) as queue:
+        queue.enqueue(BUILD_REPORT, Report(1), id="report-7")
+    assert main(["cancel", str(path), "report-7"]) == 0
+    assert main(["cancel", str(path), "report-7"]) == 0
+    assert main(["cancel", str(path), "report-8"]) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["report-7: cancelled", "report-7: cancelled"]
+    assert err.strip() == "error: no job with id 'report-8' to cancel: not waiting, leased, dead or kept"
