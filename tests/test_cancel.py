@@ -376,3 +376,36 @@ def test_jobqueue_cancel_answers_with_the_state_and_fails_on_an_unknown_id(
     out, err = capsys.readouterr()
     assert out.splitlines() == ["report-7: cancelled", "report-7: cancelled"]
     assert err.strip() == "error: no job with id 'report-8' to cancel: not waiting, leased, dead or kept"
+
+
+def test_a_runner_never_starts_a_prefetched_job_cancelled_while_it_waited() -> None:
+    from jobqueue import Runner
+
+    clock = ManualClock(T0)
+    queue = JobQueue(clock=clock, visibility_timeout_s=30)
+    started: list[int] = []
+
+    async def build(report: Report) -> None:
+        started.append(report.n)
+        await clock.sleep(100)
+
+    worker = Worker(queue, heartbeat_s=10)
+    worker.register(BUILD_REPORT, build)
+    runner = Runner(worker, concurrency=1, prefetch=1)
+    queue.enqueue_many(BUILD_REPORT, [Report(1), Report(2)], ids=["slow", "waits"])
+
+    async def scenario() -> None:
+        running = asyncio.create_task(runner.run())
+        await clock.run_for(5)  # "slow" runs, "waits" is claimed ahead and waits for the slot
+        assert queue.cancel("waits") == "cancelling"
+        await clock.run_for(105)
+        runner.stop()
+        await asyncio.wait_for(running, timeout=30)
+
+    asyncio.run(scenario())
+    assert started == [1]  # "waits" was never started
+    assert [(event.job_id, event.outcome) for event in worker.events] == [
+        ("waits", "cancelled"),
+        ("slow", "done"),
+    ]
+    assert kept(queue) == [("waits", "cancelled")]

@@ -471,6 +471,19 @@ class Worker:
             self._on_event(event)
         return event
 
+    def unstarted(self, lease: Lease) -> Attempt:
+        """The attempt of a claimed job found cancelled before its handler started, for :meth:`settle`.
+
+        It ends with :class:`~jobqueue.errors.JobCancelledError`, so that settling it
+        finishes the job as cancelled. Introduced with cancelling (issue 24), for a
+        :class:`~jobqueue.runner.Runner` whose prefetched job was cancelled while it waited.
+        """
+        job = lease.job
+        error = JobCancelledError(
+            f"job {job.id!r} attempt {job.attempts} was cancelled (queue.cancel) before its handler started"
+        )
+        return Attempt(lease=lease, error=error, permanent=True, lost=None)
+
     def keep(self, lease: Lease) -> Lease:
         """Extend the lease of a claimed job not started yet, for the visibility timeout from now.
 
