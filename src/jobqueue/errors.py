@@ -6,8 +6,9 @@
   server, its schema, a row that cannot be read, an aborted transaction). Code that keeps
   a service up catches this family and tries again later.
 - The rest say that a call was wrong or came too late: a bad argument or payload, an
-  unknown job type, a stale lease, a dead letter that is not there; and what the worker
-  records of an attempt it had to stop (a time limit, a stray cancellation).
+  unknown job type, a stale lease, a dead letter or a job that is not there; and what the
+  worker records of an attempt it had to stop (a time limit, a stray cancellation, a job
+  cancelled by ``queue.cancel``).
 
 Each class's docstring says when it is raised. Errors caused by a bad argument also
 subclass :class:`ValueError` (or :class:`LookupError`), so code that catches the

@@ -126,10 +126,13 @@ class JobEvent:
             ``"stale"`` (the worker lost its lease while the handler ran, so the queue
             would not take its ack or fail; the job belongs to another attempt now),
             ``"released"`` (given back unfinished when a :class:`~jobqueue.runner.Runner`
-            shut down; the attempt does not count), or ``"deferred"`` (the handler
+            shut down; the attempt does not count), ``"deferred"`` (the handler
             raised :class:`~jobqueue.errors.CircuitOpenError`: given back to wait for the
             breaker's trial time; or no handler here knows the job's type: given back for
-            :data:`~jobqueue.backends.rules.UNKNOWN_TYPE_DELAY_S`; the attempt does not count).
+            :data:`~jobqueue.backends.rules.UNKNOWN_TYPE_DELAY_S`; the attempt does not count),
+            ``"snoozed"`` (see :data:`Outcome`), or ``"cancelled"`` (the job was
+            cancelled before or while it ran, and its attempt ended with
+            :class:`~jobqueue.errors.JobCancelledError`: finished, no retry).
         error: the failure as ``"ErrorClass: message"`` (for ``"stale"``, the
             :class:`~jobqueue.errors.StaleLeaseError`; for ``"deferred"``, the
             :class:`~jobqueue.errors.CircuitOpenError` or
@@ -138,7 +141,7 @@ class JobEvent:
             (seconds).
 
     Introduced in lesson 04; ``"stale"`` in lesson 06; ``"released"`` in lesson 11;
-    ``"deferred"`` in lesson 14.
+    ``"deferred"`` in lesson 14; ``"cancelled"`` with cancelling (issue 24).
     """
 
     at: float
