@@ -256,6 +256,32 @@ def test_a_batch_ack_finishes_the_cancelled_jobs_and_acks_the_others(queue: Queu
     assert len(queue) == 0 and kept(queue) == [("b", "cancelled")]
 
 
+@pytest.mark.parametrize("kind", ["memory", "duckdb", "postgres"])
+def test_with_retain_s_a_cancelled_jobs_ack_keeps_it_once_as_cancelled(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    queue = make_queue(kind, request, tmp_path, retain_s=60.0)
+    try:
+        queue.enqueue_many(BUILD_REPORT, [Report(1), Report(2)], ids=["a", "b"])
+        leases = queue.claim_many(2)
+        assert queue.cancel("a") == "cancelling"
+        queue.ack(leases[0])
+        assert queue.ack_many(leases[1:]) == []
+        assert kept(queue) == [("a", "cancelled"), ("b", "done")]
+    finally:
+        getattr(queue, "close", lambda: None)()
+
+
+def test_duckdb_ack_and_claim_finishes_a_cancelled_job_and_claims_the_next(tmp_path: Path) -> None:
+    with DurableQueue(tmp_path / "q.duckdb", clock=ManualClock(T0)) as queue:
+        queue.enqueue_many(BUILD_REPORT, [Report(n) for n in range(3)], ids=["a", "b", "c"])
+        leases = queue.claim_many(2)
+        assert queue.cancel("b") == "cancelling"
+        stale, claimed = queue.ack_and_claim(leases, 5)
+        assert stale == [] and [lease.job.id for lease in claimed] == ["c"]
+        assert kept(queue) == [("b", "cancelled")] and queue.metrics().done == 1
+
+
 def test_a_duckdb_file_of_version_7_gains_the_mark_and_keeps_its_jobs(tmp_path: Path) -> None:
     path = tmp_path / "v7.duckdb"
     clock = ManualClock(T0)
