@@ -1,11 +1,11 @@
-"""The dashboard in headless Chromium: live counts beside a worker, read-only, replay, the token.
+"""The dashboard in headless Chromium: live counts beside a worker, read-only, replay, cancel, the token.
 
 On a DuckDB file: ``jobqueue worker FILE --dashboard`` runs slow reports while the page
 polls (the counts change), until SIGTERM; then ``jobqueue dashboard FILE --read-only`` shows the dead
 letter without buttons; then ``jobqueue dashboard FILE`` replays it with its button (back
-to waiting) and refuses a POST without the token. The picture taken while the worker runs
-is screenshots/dashboard.png (git-ignored). Skips, naming the missing piece, without
-Chromium or Playwright.
+to waiting), refuses a POST without the token, and cancels the waiting job by its id. The
+picture taken while the worker runs is screenshots/dashboard.png (git-ignored). Skips,
+naming the missing piece, without Chromium or Playwright.
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ def test_dashboard_shows_a_running_worker_then_replays_a_dead_letter(
             page.goto(url)
             page.wait_for_selector('#dead tr[data-id="receipt-7"]')
             assert page.locator("#dead button").count() == 0
+            assert page.locator("#cancel-form").is_hidden()
             assert "read-only" in page.locator("#status").inner_text()
 
         # 3. Replay with its button: the job is waiting again; a POST without the token is refused.
@@ -130,3 +131,10 @@ def test_dashboard_shows_a_running_worker_then_replays_a_dead_letter(
             assert cell(page, "send_receipt", "waiting") == "1"
             assert cell(page, "send_receipt", "dead") == "0"
             assert "receipt-7 replayed" in page.locator("#action-message").inner_text()
+            # 4. Cancel the waiting job by its id: it leaves the queue, counted as cancelled.
+            page.locator("#cancel-id").fill("receipt-7")
+            page.locator("#cancel-form button.cancel").click()
+            cancelled = '#by-type tr[data-type="send_receipt"] td[data-state="cancelled"]'
+            page.wait_for_function(f"""() => document.querySelector('{cancelled}').textContent === '1'""")
+            assert cell(page, "send_receipt", "waiting") == "0"
+            assert "receipt-7 cancelled" in page.locator("#action-message").inner_text()

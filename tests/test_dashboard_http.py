@@ -50,7 +50,7 @@ def test_the_page_carries_the_token_and_the_snapshot_the_counts(queue: JobQueue)
     assert 'name="jobqueue-read-only" content="false"' in page.text
     assert page.headers["x-frame-options"] == "DENY"
     data = client.get("/api/snapshot").json()
-    assert data["totals"] == {"waiting": 1, "scheduled": 0, "leased": 0, "dead": 1}
+    assert data["totals"] == {"waiting": 1, "scheduled": 0, "leased": 0, "dead": 1, "cancelled": 0}
     assert data["dead_letters"][0]["id"] == "r1"
     assert client.get("/static/uPlot.iife.min.js").status_code == 200
 
@@ -97,6 +97,35 @@ def test_read_only_refuses_posts_even_with_the_token(queue: JobQueue) -> None:
     answer = client.post("/api/dead-letters/replay", json={"id": "r1"}, headers={"X-CSRF-Token": TOKEN})
     assert answer.status_code == 403 and "read-only" in answer.json()["message"]
     assert [letter.job.id for letter in queue.dead_letters()] == ["r1"]
+
+
+def test_cancel_with_the_token_answers_the_state_and_read_only_refuses_it(queue: JobQueue) -> None:
+    token = {"X-CSRF-Token": TOKEN}
+    refused = client_for(queue, read_only=True).post("/api/jobs/cancel", json={"id": "r2"}, headers=token)
+    assert refused.status_code == 403 and "read-only" in refused.json()["message"]
+    client = client_for(queue)
+    assert client.post("/api/jobs/cancel", json={"id": "r2"}).status_code == 403  # no token
+    assert len(queue) == 1
+    answer = client.post("/api/jobs/cancel", json={"id": "r2"}, headers=token)
+    assert (answer.status_code, answer.json()["message"]) == (200, "r2 cancelled")  # it was waiting
+    assert len(queue) == 0 and client.get("/api/snapshot").json()["totals"]["cancelled"] == 1
+    dead = client.post("/api/jobs/cancel", json={"id": "r1"}, headers=token)
+    assert (dead.status_code, dead.json()["message"]) == (200, "r1 dead")  # left as it is
+    unknown = client.post("/api/jobs/cancel", json={"id": "r9"}, headers=token)
+    assert unknown.status_code == 404 and "'r9'" in unknown.json()["message"]
+    assert client.post("/api/jobs/replay", json={"id": "r1"}, headers=token).status_code == 404
+
+
+def test_a_running_job_gets_a_cancel_button_and_is_marked_cancelling(queue: JobQueue) -> None:
+    lease = queue.claim()
+    assert lease is not None and lease.job.id == "r2"
+    client = client_for(queue)
+    page = client.get("/").text
+    assert 'id="cancel-form"' in page and 'class="actions-head"' in page
+    answer = client.post("/api/jobs/cancel", json={"id": "r2"}, headers={"X-CSRF-Token": TOKEN})
+    assert answer.json()["message"] == "r2 cancelling"  # its ack or fail will finish it
+    queue.ack(lease)
+    assert len(queue) == 0 and client.get("/api/snapshot").json()["totals"]["cancelled"] == 1
 
 
 def test_every_process_gets_its_own_random_token(queue: JobQueue) -> None:

@@ -23,15 +23,17 @@ def test_the_view_shows_the_snapshot_summary_and_refreshes() -> None:
     queue = shop()
     view = DashboardView(queue, chart_s=60.0, bin_s=5.0)
     assert repr(view) == (
-        "DashboardView('1 waiting, 0 scheduled, 1 leased, 1 dead; 0 done and 100% failed in the last 60 s;"
-        " oldest waiting 0.0 s')"
+        "DashboardView('1 waiting, 0 scheduled, 1 leased, 1 dead, 0 cancelled; 0 done and 100% failed"
+        " in the last 60 s; oldest waiting 0.0 s')"
     )
     assert bytes(view.picture.value).startswith(b"\x89PNG")
     lease = queue.claim()
     assert lease is not None
     queue.ack(lease)
     view.refresh_button.click()
-    assert view.summary.startswith("0 waiting, 0 scheduled, 1 leased, 1 dead; 1 done and 50% failed")
+    assert view.summary.startswith(
+        "0 waiting, 0 scheduled, 1 leased, 1 dead, 0 cancelled; 1 done and 50% failed"
+    )
 
 
 def test_the_tables_escape_what_they_show() -> None:

@@ -102,17 +102,18 @@ def test_snapshot_lists_running_jobs_dead_letters_and_bins_the_outcomes(queue: Q
     assert (taken.done, taken.failed) == (1, 2)
     assert taken.failure_rate == pytest.approx(2 / 3)
     assert taken.summary() == (
-        "2 waiting, 1 scheduled, 1 leased, 1 dead; 1 done and 67% failed in the last 60 s;"
+        "2 waiting, 1 scheduled, 1 leased, 1 dead, 0 cancelled; 1 done and 67% failed in the last 60 s;"
         " oldest waiting 5.0 s"
     )
     data = taken.to_json()
-    assert data["totals"] == {"waiting": 2, "scheduled": 1, "leased": 1, "dead": 1}
+    assert data["totals"] == {"waiting": 2, "scheduled": 1, "leased": 1, "dead": 1, "cancelled": 0}
     assert data["by_type"][1] == {
         "job_type": "send_receipt",
         "waiting": 0,
         "scheduled": 1,
         "leased": 1,
         "dead": 1,
+        "cancelled": 0,
     }
     assert data["dead_letters"][0]["last_error"] == "ValueError: no such order"
 

@@ -326,10 +326,12 @@ def test_only_claims_and_heartbeats_commit_without_waiting_for_the_disk(
         seen = con.execute("SELECT op, sync FROM seen ORDER BY n").fetchall()
     assert seen == [
         ("INSERT", "on"),  # enqueue
+        ("DELETE", "off"),  # claim: its `dropped` (jobs cancelled whose lease ran out; none here)
         ("UPDATE", "off"),  # claim
         ("UPDATE", "off"),  # extend_lease
         ("DELETE", "on"),  # ack: the claim's setting ended with its transaction
         ("INSERT", "on"),
+        ("DELETE", "off"),
         ("UPDATE", "off"),
         ("UPDATE", "on"),  # fail (a retry)
     ]

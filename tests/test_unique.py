@@ -271,3 +271,44 @@ def test_producers_racing_with_the_ack_on_postgres_add_nothing(pg_conninfo: str)
             assert not [entry for entry in added if entry.added], f"round {round}: a repeat was added"
             assert {entry.job.payload for entry in added} == {f'{{"order":{round}}}'}
         assert len(queue) == 0
+
+
+# -- cancelled jobs (cancel and unique windows, merged) ------------------------------------
+
+
+def assert_held_for_60_s_then_free(queue: Queue) -> None:
+    """The id "outbox-1" is held for 60 s from now, and free after that (not held forever)."""
+    advance(queue, 59)
+    queue.enqueue(PUBLISH, Publish(2), id="outbox-1", unique_for_s=60)
+    assert len(queue) == 0
+    advance(queue, 1)
+    queue.enqueue(PUBLISH, Publish(3), id="outbox-1", unique_for_s=60)
+    assert len(queue) == 1
+
+
+def test_a_waiting_job_cancelled_holds_its_id_for_the_window_from_the_cancel(queue: Queue) -> None:
+    queue.enqueue(PUBLISH, Publish(1), id="outbox-1", unique_for_s=60)
+    advance(queue, 100)
+    assert queue.cancel("outbox-1") == "cancelled"
+    assert_held_for_60_s_then_free(queue)
+
+
+def test_a_leased_job_cancelled_holds_its_id_for_the_window_from_its_ack(queue: Queue) -> None:
+    queue.enqueue(PUBLISH, Publish(1), id="outbox-1", unique_for_s=60)
+    lease = queue.claim()
+    assert lease is not None
+    assert queue.cancel("outbox-1") == "cancelling"
+    advance(queue, 10)
+    queue.ack(lease)  # finishes it as cancelled
+    assert_held_for_60_s_then_free(queue)
+
+
+def test_a_cancelled_job_whose_lease_ran_out_holds_its_id_from_the_claim_that_finishes_it(
+    queue: Queue,
+) -> None:
+    queue.enqueue(PUBLISH, Publish(1), id="outbox-1", unique_for_s=60)
+    assert queue.claim() is not None  # its worker never comes back
+    assert queue.cancel("outbox-1") == "cancelling"
+    advance(queue, queue.visibility_timeout_s + 1)
+    assert queue.claim() is None  # this claim finishes it as cancelled
+    assert_held_for_60_s_then_free(queue)

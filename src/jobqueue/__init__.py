@@ -20,7 +20,7 @@ course helpers only.
 from typing import TYPE_CHECKING, Any
 
 from jobqueue import db, fanout, idempotency, outbox
-from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, Failed, FailOutcome, Queue
+from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, CancelOutcome, Failed, FailOutcome, Queue
 from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.backends.memory import JobQueue
 from jobqueue.backoff import DEFAULT_BASE_S, DEFAULT_CAP_S, Backoff, RandomFn
@@ -33,6 +33,8 @@ from jobqueue.errors import (
     DeadLetterNotFoundError,
     HandlerCancelledError,
     InvalidSettingError,
+    JobCancelledError,
+    JobNotFoundError,
     JobQueueError,
     JobSignal,
     JobTimeoutError,
@@ -104,6 +106,7 @@ __all__ = [
     "MAX_RETRY_AFTER_S",
     "PRIORITY_LIMIT",
     "Backoff",
+    "CancelOutcome",
     "CircuitBreaker",
     "CircuitOpenError",
     "Clock",
@@ -121,7 +124,9 @@ __all__ = [
     "HistoryReport",
     "InvalidSettingError",
     "Job",
+    "JobCancelledError",
     "JobEvent",
+    "JobNotFoundError",
     "JobQueue",
     "JobQueueError",
     "JobSignal",

@@ -4,7 +4,8 @@ A job that is not done is in one of four states at time ``now`` (seconds on the 
 clock): *waiting* (a worker could claim it now), *scheduled* (waiting out a retry delay or
 a release's delay), *leased* (held by a worker under an unexpired lease) or *dead* (in the
 dead letters). The same states as :class:`~jobqueue.metrics.QueueMetrics`, counted per job
-type, as Sidekiq's and Oban's web dashboards split their counts.
+type, as Sidekiq's and Oban's web dashboards split their counts. A fifth count, *cancelled*,
+is of the cancelled jobs the queue keeps (``queue.cancel``; kept a day at least).
 
 On a big table, counting every row on each refresh costs more than a dashboard may (a
 PostgreSQL count of 1,000,000 jobs took about 150 ms here): a queue may then count a state
@@ -22,10 +23,10 @@ from typing import Literal
 
 from jobqueue.job import Job
 
-State = Literal["waiting", "scheduled", "leased", "dead"]
-"""The state of a job that is not done; :data:`STATES` in the order a dashboard shows them."""
+State = Literal["waiting", "scheduled", "leased", "dead", "cancelled"]
+"""The state of a job not done, or cancelled; :data:`STATES` in the order a dashboard shows them."""
 
-STATES: tuple[State, ...] = ("waiting", "scheduled", "leased", "dead")
+STATES: tuple[State, ...] = ("waiting", "scheduled", "leased", "dead", "cancelled")
 
 EXACT_UP_TO = 10_000
 """Jobs a database queue counts one by one in a state before it estimates that state."""
@@ -38,6 +39,7 @@ class TypeCounts:
     Attributes:
         job_type: the :attr:`~jobqueue.job.JobType.name`.
         waiting, scheduled, leased, dead: how many jobs of the type are in that state.
+        cancelled: how many cancelled jobs of the type the queue keeps.
     """
 
     job_type: str
@@ -45,6 +47,7 @@ class TypeCounts:
     scheduled: int = 0
     leased: int = 0
     dead: int = 0
+    cancelled: int = 0
 
     def count(self, state: State) -> int:
         """The jobs of this type in ``state``."""

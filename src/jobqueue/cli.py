@@ -6,6 +6,7 @@ Run as ``jobqueue …`` (installed with the package) or ``python -m jobqueue …
     jobqueue stats shop.db
     jobqueue dead shop.db
     jobqueue replay shop.db receipt-1001        # or: --all
+    jobqueue cancel shop.db report-7            # waiting: now; running: at its ack or fail
     jobqueue migrate postgresql://app@db/shop    # a deploy's step, before the new workers
     jobqueue dashboard postgresql://shop@db/shop --port 8000
     jobqueue worker shop.db --handlers jobqueue.examples.shop_worker:register --dashboard
@@ -23,14 +24,14 @@ worker runs no other process can enqueue, list or replay (see :mod:`jobqueue.bac
 every ``--stats-every`` seconds.
 
 ``dashboard`` serves a live page of the queue (:mod:`jobqueue.dashboard`) on 127.0.0.1
-(``--host``, ``--port``); ``--read-only`` hides its replay and discard buttons and refuses
+(``--host``, ``--port``); ``--read-only`` hides its replay, discard and cancel buttons and refuses
 their requests. A DuckDB file held by a worker cannot be opened by a dashboard process:
 run ``jobqueue worker FILE --dashboard``, which serves the page from the worker's own
 process and event loop.
 
 Exit status: 0 on success; 1 when the queue file cannot be used (held by another
-process, not a DuckDB file), the PostgreSQL server cannot be reached, or ``replay``
-names an id that is not a dead letter; 2 for a
+process, not a DuckDB file), the PostgreSQL server cannot be reached, ``replay``
+names an id that is not a dead letter, or ``cancel`` one the queue does not hold; 2 for a
 usage error, such as a bad option value or a missing file (argparse's convention).
 
 Introduced in lesson 11.
@@ -55,7 +56,7 @@ import pydantic
 from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, NamesServer, Queue
 from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.clock import SystemClock
-from jobqueue.errors import InvalidSettingError, QueueFileLockedError, StorageError
+from jobqueue.errors import InvalidSettingError, JobNotFoundError, QueueFileLockedError, StorageError
 from jobqueue.job import check_count, check_positive_seconds
 from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
 from jobqueue.runner import DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
@@ -254,6 +255,7 @@ def summary(events: Sequence[JobEvent]) -> str:
         "released": "given back",
         "deferred": "deferred",
         "snoozed": "snoozed",
+        "cancelled": "cancelled",
     }
     counts = {name: sum(event.outcome == outcome for event in events) for outcome, name in names.items()}
     shown = [f"{n} {name}" for name, n in counts.items() if n or name in ("done", "given back")]
@@ -321,6 +323,27 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
+CANCELLED = {
+    "cancelled": "cancelled",
+    "cancelling": "cancelling: it is running; its worker learns at its next heartbeat, and its ack"
+    " or fail finishes it as cancelled",
+    "dead": "not cancelled: it is a dead letter already",
+    "done": "not cancelled: it is done already",
+}
+"""What ``jobqueue cancel`` prints after the id, for each answer of ``queue.cancel``."""
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    with open_queue(args.file, transaction_pooler=args.transaction_pooler) as queue:
+        try:
+            outcome = queue.cancel(args.id)
+        except JobNotFoundError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    print(f"{args.id}: {CANCELLED[outcome]}")
+    return 0
+
+
 def _migrate(args: argparse.Namespace) -> int:
     if is_url(args.file):
         from jobqueue.backends.postgres import SCHEMA_VERSION, migrate
@@ -383,7 +406,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Work a durable job queue: a DuckDB file (one process at a time may open it) or a"
         " PostgreSQL database, given as a URL (any number of processes).",
         epilog="Exit status: 0 success, 1 queue file unusable, server unreachable, a setting the server"
-        " refuses or unknown dead-letter id, 2 usage error.",
+        " refuses or unknown id, 2 usage error.",
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
@@ -465,7 +488,7 @@ def _parser() -> argparse.ArgumentParser:
         "dashboard",
         "serve a live web page of the queue",
         "Serve a live page of the queue: jobs by type and state, throughput and failure rate, the"
-        " running jobs and the dead letters, with buttons to replay or discard them. A DuckDB file"
+        " running jobs and the dead letters, with buttons to cancel, replay or discard them. A DuckDB file"
         " held by a worker cannot be opened here: use `jobqueue worker FILE --dashboard` instead.",
         _dashboard,
     )
@@ -476,7 +499,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     dashboard.add_argument("--port", type=port, default=DEFAULT_PORT, help="TCP port to listen on")
     dashboard.add_argument(
-        "--read-only", action="store_true", help="show no buttons and refuse replay and discard"
+        "--read-only", action="store_true", help="show no buttons and refuse replay, discard and cancel"
     )
 
     stats = command(
@@ -502,6 +525,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("ids", nargs="*", metavar="ID", help="ids of dead jobs")
     replay.add_argument("--all", action="store_true", help="every dead letter instead")
+
+    cancel = command(
+        "cancel",
+        "cancel a job: a waiting one now, a running one at its ack or fail",
+        "Cancel a job: a waiting or scheduled job is finished at once as cancelled (kept a day for"
+        " a look); a running one is marked, its worker is told at its next heartbeat, and its ack or"
+        " fail finishes it as cancelled, with no retry. A dead letter or a finished job is left as"
+        " it is.",
+        _cancel,
+    )
+    cancel.add_argument("id", metavar="ID", help="the job's id")
 
     migrate = command(
         "migrate",

@@ -6,8 +6,9 @@
   server, its schema, a row that cannot be read, an aborted transaction). Code that keeps
   a service up catches this family and tries again later.
 - The rest say that a call was wrong or came too late: a bad argument or payload, an
-  unknown job type, a stale lease, a dead letter that is not there; and what the worker
-  records of an attempt it had to stop (a time limit, a stray cancellation).
+  unknown job type, a stale lease, a dead letter or a job that is not there; and what the
+  worker records of an attempt it had to stop (a time limit, a stray cancellation, a job
+  cancelled by ``queue.cancel``).
 
 Each class's docstring says when it is raised. Errors caused by a bad argument also
 subclass :class:`ValueError` (or :class:`LookupError`), so code that catches the
@@ -78,6 +79,13 @@ class StaleLeaseError(JobQueueError):
 
 class DeadLetterNotFoundError(JobQueueError, LookupError):
     """A dead letter was asked for by an id that is not in the dead-letter queue."""
+
+
+class JobNotFoundError(JobQueueError, LookupError):
+    """A job was asked for by an id the queue does not hold: not live, not dead, not kept as finished.
+
+    Raised by ``cancel``; the message names the id. Introduced with cancelling (issue 24).
+    """
 
 
 class PermanentJobError(JobSignal):
@@ -210,6 +218,18 @@ class JobTimeoutError(JobQueueError, TimeoutError):
     timeout, until its attempts run out. The limit is the job type's ``timeout_s``, or the
     worker's default (Celery's ``time_limit``, arq's ``job_timeout``). The message names
     the job, its attempt and the limit in seconds. Introduced in lesson 06.
+    """
+
+
+class JobCancelledError(JobQueueError):
+    """The job was cancelled (``queue.cancel``) while its handler ran, so the worker stopped the handler.
+
+    A worker with a heartbeat learns of the cancel at its next beat and cancels the
+    handler's task: the handler sees :class:`asyncio.CancelledError` at its next ``await``
+    (clean up in ``finally``, or catch it and return early). The attempt then ends with
+    this error, and the queue records the job as ``"cancelled"``, not retried, whatever
+    the handler did. The message names the job and its attempt. Introduced with cancelling
+    (issue 24).
     """
 
 

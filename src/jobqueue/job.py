@@ -364,11 +364,16 @@ class Lease:
 
     Pass the lease back to ``ack`` or ``fail``. Once the lease has expired and another
     worker claimed the job, the token is stale and those calls raise
-    :class:`~jobqueue.errors.StaleLeaseError`. Introduced in lesson 03.
+    :class:`~jobqueue.errors.StaleLeaseError`. ``extend_lease`` returns the lease with
+    ``cancelled`` set once someone cancelled the job (``queue.cancel``): the holder should
+    stop, and its ack or fail records the job as cancelled. Introduced in lesson 03;
+    ``cancelled`` with cancelling (issue 24).
     """
 
     job: Job
     token: str
+    cancelled: bool = False
+    """Whether the job was cancelled while leased, as the lease's last extension found it."""
 
     @property
     def expires_at(self) -> float:

@@ -296,7 +296,11 @@ class Runner:
         return lease.expires_at - self._lease_s + self._refresh_s
 
     async def _keep_alive(self, waiting: deque[Lease]) -> list[JobEvent]:
-        """Extend the leases of prefetched jobs that are due for it; drop any found lost."""
+        """Extend the leases of prefetched jobs that are due for it; drop any found lost or cancelled.
+
+        A job found cancelled (``queue.cancel``) while it waited is never started: it is
+        finished as cancelled at once (a ``"cancelled"`` event).
+        """
         now = self.clock.now()
         if now < self._refresh_by:  # none is due yet: no need to look at each
             return []
@@ -308,6 +312,9 @@ class Runner:
                     lease = await self.worker.call(self.worker.keep, lease)
                 except StaleLeaseError as stale:
                     events.append(self.worker.record(lease, "stale", stale))
+                    continue
+                if lease.cancelled:
+                    events += await self.worker.call(self.worker.settle, [self.worker.unstarted(lease)])
                     continue
             waiting.append(lease)
         self._refresh_by = min(map(self._refresh_due, waiting), default=float("inf"))

@@ -36,6 +36,13 @@ due when the dependency asked, not after the backoff. A handler that raises
 spending an attempt (a ``"snoozed"`` event), up to
 :data:`~jobqueue.backends.rules.MAX_SNOOZES` times; the snooze after that fails the attempt.
 
+A job cancelled while it runs (``queue.cancel``) is stopped cooperatively: the heartbeat
+that finds ``Lease.cancelled`` cancels the handler's task, so the handler sees
+:class:`asyncio.CancelledError` at its next ``await`` (its ``finally`` blocks run; it may
+catch it to clean up), and the attempt ends with :class:`~jobqueue.errors.JobCancelledError`:
+a ``"cancelled"`` event, the job finished as cancelled, never retried. Without a heartbeat
+the handler runs to its end, and its ack or fail finishes the job as cancelled all the same.
+
 Introduced in lesson 04; the heartbeat, the time limit and :meth:`Worker.run_until` in
 lesson 06; deferral on an open circuit breaker in lesson 14.
 """
@@ -55,6 +62,7 @@ from jobqueue.clock import SleepingClock
 from jobqueue.errors import (
     HandlerCancelledError,
     InvalidSettingError,
+    JobCancelledError,
     JobTimeoutError,
     QueueUnavailableError,
     Snooze,
@@ -103,12 +111,13 @@ class LeaseRuleWarning(UserWarning):
     """
 
 
-Outcome = Literal["done", "retry", "dead", "stale", "released", "deferred", "snoozed"]
+Outcome = Literal["done", "retry", "dead", "stale", "released", "deferred", "snoozed", "cancelled"]
 """What became of an attempt; ``"stale"``: the lease was lost, so it was neither acked nor
 failed; ``"released"``: given back unfinished at shutdown (:meth:`JobQueue.release`);
 ``"deferred"``: given back to wait (an open circuit breaker, or a job type with no handler
 here), the attempt not counted; ``"snoozed"``: the handler raised
-:class:`~jobqueue.errors.Snooze`, given back for its delay, the attempt not counted."""
+:class:`~jobqueue.errors.Snooze`, given back for its delay, the attempt not counted;
+``"cancelled"``: the job was cancelled while it ran (``queue.cancel``), finished, not retried."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,10 +131,13 @@ class JobEvent:
             ``"stale"`` (the worker lost its lease while the handler ran, so the queue
             would not take its ack or fail; the job belongs to another attempt now),
             ``"released"`` (given back unfinished when a :class:`~jobqueue.runner.Runner`
-            shut down; the attempt does not count), or ``"deferred"`` (the handler
+            shut down; the attempt does not count), ``"deferred"`` (the handler
             raised :class:`~jobqueue.errors.CircuitOpenError`: given back to wait for the
             breaker's trial time; or no handler here knows the job's type: given back for
-            :data:`~jobqueue.backends.rules.UNKNOWN_TYPE_DELAY_S`; the attempt does not count).
+            :data:`~jobqueue.backends.rules.UNKNOWN_TYPE_DELAY_S`; the attempt does not count),
+            ``"snoozed"`` (see :data:`Outcome`), or ``"cancelled"`` (the job was
+            cancelled before or while it ran, and its attempt ended with
+            :class:`~jobqueue.errors.JobCancelledError`: finished, no retry).
         error: the failure as ``"ErrorClass: message"`` (for ``"stale"``, the
             :class:`~jobqueue.errors.StaleLeaseError`; for ``"deferred"``, the
             :class:`~jobqueue.errors.CircuitOpenError` or
@@ -134,7 +146,7 @@ class JobEvent:
             (seconds).
 
     Introduced in lesson 04; ``"stale"`` in lesson 06; ``"released"`` in lesson 11;
-    ``"deferred"`` in lesson 14.
+    ``"deferred"`` in lesson 14; ``"cancelled"`` with cancelling (issue 24).
     """
 
     at: float
@@ -160,6 +172,8 @@ class JobEvent:
             return f"{head} lease lost, not acked ({self.error})"
         if self.outcome == "released":
             return f"{head} given back unfinished at shutdown"
+        if self.outcome == "cancelled":
+            return f"{head} cancelled ({self.error})"
         if self.outcome == "snoozed":
             assert self.retry_at is not None  # a snooze always has its time
             return f"{head} snoozed to {when(self.retry_at)}, attempt not counted"
@@ -414,9 +428,12 @@ class Worker:
         :meth:`~jobqueue.backends.memory.JobQueue.release`). Introduced in lesson 11.
         """
         lost: list[StaleLeaseError] = []
-        beat = None if self.heartbeat_s is None else asyncio.create_task(self._beat(lease, lost))
+        task = asyncio.current_task()
+        assert task is not None  # a coroutine awaited by the event loop runs in a task
+        stop = _Stop(task)
+        beat = None if self.heartbeat_s is None else asyncio.create_task(self._beat(lease, lost, stop))
         try:
-            error, permanent = await self._run_handler(lease.job)
+            error, permanent = await self._run_handler(lease.job, stop)
         finally:
             if beat is not None:
                 beat.cancel()
@@ -488,6 +505,19 @@ class Worker:
             self._on_event(event)
         return event
 
+    def unstarted(self, lease: Lease) -> Attempt:
+        """The attempt of a claimed job found cancelled before its handler started, for :meth:`settle`.
+
+        It ends with :class:`~jobqueue.errors.JobCancelledError`, so that settling it
+        finishes the job as cancelled. Introduced with cancelling (issue 24), for a
+        :class:`~jobqueue.runner.Runner` whose prefetched job was cancelled while it waited.
+        """
+        job = lease.job
+        error = JobCancelledError(
+            f"job {job.id!r} attempt {job.attempts} was cancelled (queue.cancel) before its handler started"
+        )
+        return Attempt(lease=lease, error=error, permanent=True, lost=None)
+
     def keep(self, lease: Lease) -> Lease:
         """Extend the lease of a claimed job not started yet, for the visibility timeout from now.
 
@@ -556,60 +586,61 @@ class Worker:
                 events.append(event)
         return events
 
-    async def _run_handler(self, job: Job) -> tuple[Exception | None, bool]:
+    async def _run_handler(self, job: Job, stop: _Stop) -> tuple[Exception | None, bool]:
         """Run the handler of ``job``; return ``(error or None, whether it is permanent)``."""
         try:
             job_type, handler = self.handler_for(job.type)
             payload = job_type.parse(job.payload)
             limit_s = job_type.timeout_s if job_type.timeout_s is not None else self.timeout_s
-            await self._call(handler(payload), job, limit_s)
+            await self._call(handler(payload), job, limit_s, stop)
         except Exception as exc:  # any failure but a permanent one is transient: retry it
             return exc, rules.is_permanent(exc)
         return None, False
 
-    async def _call(self, work: Awaitable[None], job: Job, limit_s: float | None) -> None:
-        """Await a handler's ``work`` here, cancelled if it runs past ``limit_s`` seconds.
+    async def _call(self, work: Awaitable[None], job: Job, limit_s: float | None, stop: _Stop) -> None:
+        """Await a handler's ``work`` here, cancelled past ``limit_s`` seconds or when its job is cancelled.
 
         A watchdog task sleeps ``limit_s`` on the queue's clock, then cancels this task
-        (as :func:`asyncio.timeout` does on the loop's clock). A ``CancelledError`` is then
-        told apart by who asked for it: the watchdog (the time limit), someone else (a
-        runner shutting down: it goes on up), or nobody (the handler raised it itself).
+        (as :func:`asyncio.timeout` does on the loop's clock) through ``stop``, as the
+        heartbeat does when it finds the job cancelled. A ``CancelledError`` is then told
+        apart by who asked for it: ``stop`` (the time limit, or the job's cancel), someone
+        else (a runner shutting down: it goes on up), or nobody (the handler raised it itself).
 
         Raises:
             JobTimeoutError: if ``limit_s`` seconds passed first on the queue's clock.
+            JobCancelledError: if the job was cancelled (``queue.cancel``) while it ran.
             HandlerCancelledError: if the handler raised ``CancelledError`` on its own.
             Exception: whatever else the handler raised.
         """
-        task = asyncio.current_task()
-        assert task is not None  # a coroutine awaited by the event loop runs in a task
-        expired = False
-
-        def expire() -> None:
-            nonlocal expired
-            expired = True
-            task.cancel()
-
-        watchdog = None if limit_s is None else asyncio.ensure_future(self._after(limit_s, expire))
+        task = stop.task
+        watchdog = None if limit_s is None else asyncio.ensure_future(self._after(limit_s, stop.timeout))
         try:
             await work
         except asyncio.CancelledError:
-            if expired and task.uncancel() == 0:
-                raise self._timed_out(job, limit_s) from None
-            if not expired and task.cancelling() == 0:
+            if stop.why is not None and task.uncancel() == 0:
+                raise self._stopped(job, limit_s, stop.why) from None
+            if stop.why is None and task.cancelling() == 0:
                 raise HandlerCancelledError(
                     f"the handler of job {job.id!r} (type {job.type!r}) raised CancelledError,"
                     " though nothing had cancelled it"
                 ) from None
             raise
         finally:
+            stop.done = True  # a late beat or watchdog must not cancel what follows
             if watchdog is not None:
                 watchdog.cancel()
-        if expired:  # the handler swallowed the cancellation, but it did run too long
+        if stop.why is not None:  # the handler swallowed the cancellation (or it came as it ended)
             task.uncancel()
-            raise self._timed_out(job, limit_s)
+            raise self._stopped(job, limit_s, stop.why)
 
     @staticmethod
-    def _timed_out(job: Job, limit_s: float | None) -> JobTimeoutError:
+    def _stopped(job: Job, limit_s: float | None, why: str) -> JobTimeoutError | JobCancelledError:
+        """The error that ends an attempt ``stop`` cancelled: past its time limit, or its job cancelled."""
+        if why == "cancelled":
+            return JobCancelledError(
+                f"job {job.id!r} attempt {job.attempts} was cancelled (queue.cancel) while its handler ran,"
+                " so the handler was stopped"
+            )
         return JobTimeoutError(
             f"job {job.id!r} attempt {job.attempts} ran past its time limit of {limit_s:g} s"
             f" (job type {job.type!r}), so it was cancelled"
@@ -655,8 +686,13 @@ class Worker:
         except StaleLeaseError as stale:
             return "stale", stale, None
 
-    async def _beat(self, lease: Lease, lost: list[StaleLeaseError]) -> None:
-        """Extend ``lease`` every ``heartbeat_s`` seconds until cancelled or refused."""
+    async def _beat(self, lease: Lease, lost: list[StaleLeaseError], stop: _Stop) -> None:
+        """Extend ``lease`` every ``heartbeat_s`` seconds until cancelled or refused.
+
+        A beat that finds the job cancelled (``Lease.cancelled``) stops the handler through
+        ``stop``, and the beats go on until the handler has ended, so that its lease holds
+        while it cleans up.
+        """
         assert self.heartbeat_s is not None  # only started when a heartbeat is set
         clock = self.sleeping_clock("a heartbeat")
         job = lease.job
@@ -680,11 +716,39 @@ class Worker:
             self._record_beat(
                 Heartbeat(at=clock.now(), job_id=job.id, attempt=job.attempts, leased_until=lease.expires_at)
             )
+            if lease.cancelled:
+                stop.cancelled()
 
     def _record_beat(self, beat: Heartbeat) -> None:
         self.heartbeats.append(beat)
         if self._on_heartbeat is not None:
             self._on_heartbeat(beat)
+
+
+class _Stop:
+    """Stops one running handler on the worker's behalf: past its time limit, or its job cancelled.
+
+    Either cancels the handler's ``task`` (the first reason wins, once, and only while the
+    handler runs) and records why, for :meth:`Worker._call` to raise the matching error.
+    """
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.why: Literal["timeout", "cancelled"] | None = None
+        self.done = False
+
+    def timeout(self) -> None:
+        """The attempt ran past its time limit."""
+        self._stop("timeout")
+
+    def cancelled(self) -> None:
+        """The job was cancelled (``queue.cancel``), as a heartbeat found."""
+        self._stop("cancelled")
+
+    def _stop(self, why: Literal["timeout", "cancelled"]) -> None:
+        if self.why is None and not self.done:
+            self.why = why
+            self.task.cancel()
 
 
 def _check_heartbeat(heartbeat_s: float, queue: Queue) -> float:

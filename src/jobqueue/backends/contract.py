@@ -37,8 +37,19 @@ JobIds = Sequence[str] | None
 JobTypes = Collection[str] | None
 """The job type names a claim may take (``None``: any type); see :func:`check_types`."""
 
-FailOutcome = Literal["retry", "dead"]
-"""What :meth:`Queue.fail` did with the job: waiting to run again, or dead-lettered."""
+FailOutcome = Literal["retry", "dead", "cancelled"]
+"""What :meth:`Queue.fail` did with the job: waiting to run again, dead-lettered, or
+finished as cancelled (someone cancelled it while it was leased: no retry)."""
+
+CancelOutcome = Literal["cancelled", "cancelling", "dead", "done"]
+"""What :meth:`Queue.cancel` found or did.
+
+``"cancelled"``: the job is finished as cancelled (it was waiting or scheduled, and is
+now kept with the finished jobs; or it was cancelled before). ``"cancelling"``: the job
+is leased; it is marked, and its holder's ack or fail will finish it as cancelled.
+``"dead"`` and ``"done"``: the job had already ended (a dead letter, or a finished job
+kept by ``retain_s``), and nothing changed.
+"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,7 +57,8 @@ class Failed:
     """What :meth:`Queue.fail` did with a failed attempt.
 
     Attributes:
-        outcome: ``"retry"`` (waiting again) or ``"dead"`` (moved to the dead letters).
+        outcome: ``"retry"`` (waiting again), ``"dead"`` (moved to the dead letters) or
+            ``"cancelled"`` (the job was cancelled while leased: finished, no retry).
         run_at: for a retry, when the job is due again (seconds on the queue's clock);
             ``None`` when dead.
         error: the reason stored as the job's ``last_error`` (``"ErrorClass: message"``,
@@ -126,6 +138,9 @@ class Queue(Protocol):
 
     def snooze(self, lease: Lease, *, delay_s: float) -> Job | None:
         """Give a claimed job back for ``delay_s``, the attempt not counted; ``None`` past the limit."""
+
+    def cancel(self, job_id: str) -> CancelOutcome:
+        """Cancel a job: at once if waiting, at its ack or fail if leased; ``JobNotFoundError`` if unknown."""
 
     def replay(self, job_id: str) -> Job:
         """Move a dead job back to waiting with a fresh attempt budget (and deadline)."""

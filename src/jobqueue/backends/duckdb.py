@@ -82,6 +82,7 @@ SQL = sql.load(
     "duckdb.sql",
     {
         "job_columns": JOB_COLUMNS,
+        "job_columns_with_error": JOB_COLUMNS.replace("last_error", "coalesce($error, last_error)"),
         "dead_columns": DEAD_COLUMNS,
         "dead_job_columns": DEAD_COLUMNS.removesuffix(", died_at"),
         "dead_stored": DEAD_STORED,
@@ -109,8 +110,8 @@ SCHEMA_VERSION = sql.latest_version(SQL)
 
 1: lesson 11's tables. 2: when a lease was claimed. 3: priorities and deadlines (lesson
 13). 4: priorities NOT NULL. 5: fencing tokens (lesson 06). 6: the enqueue time (lesson
-13's age since enqueue). Older files are migrated when a queue opens them
-(``migration_N`` of ``duckdb.sql``).
+13's age since enqueue). 7: snoozes. 8: cancelled while leased. Older files are migrated
+when a queue opens them (``migration_N`` of ``duckdb.sql``).
 """
 
 _DUCKDB_MAGIC = b"DUCK"
@@ -178,6 +179,9 @@ class DurableQueue(SqlQueue):
         # Whether the file may hold ids under a unique window: until one is enqueued, an
         # enqueue under a chosen id does not look in jobqueue_held.
         self._windows = False
+        # The jobs marked cancelled while leased (a superset: this object is the file's only
+        # writer), so that an ack that finds a lease stale knows whether to look again.
+        self._marked: set[str] = set()
         self._forget = _hold(self, self.path)
         try:
             self._con = _open(self.path)
@@ -188,6 +192,7 @@ class DurableQueue(SqlQueue):
                     found = con.execute(SQL["priorities"]).fetchall()
                     self._priorities = {priority for (priority,) in found}
                     self._windows = bool(con.execute(SQL["holds_any"]).fetchall()[0][0])
+                    self._marked = {job_id for (job_id,) in con.execute(SQL["marked"]).fetchall()}
             except duckdb.Error as exc:
                 self._con.close()
                 raise QueueFileError(f"cannot set up queue file {self.path!r}: {exc}") from exc
@@ -579,9 +584,41 @@ class DurableQueue(SqlQueue):
         )
 
     def _bury_expired(self, con: duckdb.DuckDBPyConnection, ids: list[str], now: float) -> None:
-        """Dead-letter the jobs ``ids``, whose final attempt's lease, or deadline, has run out at ``now``."""
+        """Dead-letter the jobs ``ids``, whose final attempt's lease, or deadline, has run out at ``now``.
+
+        Those of them cancelled while leased (their lease ran out) are finished as cancelled instead.
+        """
         con.execute(SQL["bury_spent"], {"ids": ids, "now": now})
+        con.execute(SQL["keep_cancelled_spent"], {"ids": ids, "now": now})
         con.execute(SQL["delete_spent"], {"ids": ids})
+        cancelled = [job_id for job_id in ids if job_id in self._marked]
+        if cancelled:  # finished as cancelled: their unique windows start (the dead keep theirs held)
+            self._hold_finished(con, cancelled, now)
+        self._marked.difference_update(ids)
+
+    def _finish_cancelled(
+        self, con: duckdb.DuckDBPyConnection, leases: Sequence[Lease], now: float, error: str | None
+    ) -> set[str]:
+        """Inside a transaction: move the cancelled jobs held under ``leases`` to ``jobqueue_finished``."""
+        tokens = [lease.token for lease in leases]
+        con.execute(SQL["keep_cancelled"], {"tokens": tokens, "now": now, "error": error})
+        finished = {token for (token,) in con.execute(SQL["delete_cancelled"], {"tokens": tokens}).fetchall()}
+        self._marked.difference_update(lease.job.id for lease in leases if lease.token in finished)
+        return finished
+
+    def _may_be_cancelled(self, leases: Sequence[Lease]) -> bool:
+        """Whether a job held under ``leases`` was marked cancelled (this object knows every mark)."""
+        return any(lease.job.id in self._marked for lease in leases)
+
+    def _mark_cancelled(self, con: duckdb.DuckDBPyConnection, job_id: str) -> None:
+        """Inside a transaction: mark the leased job ``job_id`` cancelled."""
+        self._marked.add(job_id)
+        con.execute(SQL["mark_cancelled"], {"id": job_id})
+
+    def _cancel_waiting(self, con: duckdb.DuckDBPyConnection, job_id: str, now: float) -> None:
+        """Inside a transaction: move the waiting job ``job_id`` to ``jobqueue_finished`` as cancelled."""
+        con.execute(SQL["keep_cancelled_waiting"], {"id": job_id, "now": now})
+        con.execute(SQL["delete"], {"id": job_id})
 
     # -- the dashboard's reads (ShowsOverview) ------------------------------------------
 

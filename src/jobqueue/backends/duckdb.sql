@@ -135,6 +135,13 @@ UPDATE jobqueue_jobs SET snoozes = 0 WHERE snoozes IS NULL;
 ALTER TABLE jobqueue_jobs ALTER COLUMN snoozes SET NOT NULL;
 UPDATE jobqueue_schema SET version = 7;
 
+-- name: migration_8
+-- Cancelling (queue.cancel): a leased job marked cancelled, which its ack or fail, or the
+-- claim that finds its lease ran out, finishes as 'cancelled' in jobqueue_finished.
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS cancelled BOOLEAN DEFAULT false;
+UPDATE jobqueue_jobs SET cancelled = false WHERE cancelled IS NULL;
+ALTER TABLE jobqueue_jobs ALTER COLUMN cancelled SET NOT NULL;
+UPDATE jobqueue_schema SET version = 8;
 -- name: migration_9
 -- Unique windows (enqueue's unique_for_s): each job stores its window (NULL: none), and
 -- jobqueue_held the ids of jobs enqueued with one, with their type and payload (what a
@@ -207,13 +214,14 @@ UNION ALL SELECT {dead_job_columns} FROM jobqueue_dead WHERE id IN (SELECT unnes
 
 -- name: due
 -- While the live jobs have one priority: lets DuckDB's top-N skip blocks of later rows.
--- $types: the job types a worker has handlers for (a list), or NULL for any.
-SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false)
+-- $types: the job types a worker has handlers for (a list), or NULL for any. The third
+-- column: the job must not run (spent, expired, or cancelled while leased).
+SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false) OR cancelled
 FROM jobqueue_jobs WHERE visible_at <= $now AND ($types IS NULL OR list_contains($types, type))
 ORDER BY visible_at, serial LIMIT $limit;
 
 -- name: due_by_priority
-SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false)
+SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false) OR cancelled
 FROM jobqueue_jobs WHERE visible_at <= $now AND ($types IS NULL OR list_contains($types, type))
 ORDER BY priority DESC, visible_at, serial LIMIT $limit;
 
@@ -222,30 +230,67 @@ UPDATE jobqueue_jobs SET attempts = attempts + 1, leased_until = $until, leased_
 lease_token = 'lease-' || nextval('jobqueue_lease') || '-' || $tag, serial = nextval('jobqueue_serial'),
 fencing_token = nextval('jobqueue_fencing')
 WHERE rowid IN (SELECT unnest($rowids))
-AND visible_at <= $now AND attempts < max_attempts AND coalesce(expires_at >= $now, true);
+AND visible_at <= $now AND attempts < max_attempts AND coalesce(expires_at >= $now, true) AND NOT cancelled;
 
 -- name: claimed
 SELECT {job_columns}, lease_token FROM jobqueue_jobs WHERE rowid IN (SELECT unnest($rowids))
 AND leased_until = $until;
 
 -- name: ack
-DELETE FROM jobqueue_jobs WHERE lease_token IN (SELECT unnest($tokens)) RETURNING lease_token;
+-- A job cancelled while leased is left for `keep_cancelled`: its token comes back unacked.
+DELETE FROM jobqueue_jobs WHERE lease_token IN (SELECT unnest($tokens)) AND NOT cancelled RETURNING lease_token;
 
 -- name: keep_acked
 -- Before `ack`, in its transaction, for a queue that keeps finished jobs (retain_s > 0).
 INSERT INTO jobqueue_finished ({job_columns}, outcome, finished_at)
-SELECT {job_columns}, 'done', $now FROM jobqueue_jobs WHERE lease_token IN (SELECT unnest($tokens));
+SELECT {job_columns}, 'done', $now FROM jobqueue_jobs WHERE lease_token IN (SELECT unnest($tokens))
+AND NOT cancelled;
+
+-- name: keep_cancelled
+-- The jobs held under $tokens and cancelled while leased, finished as cancelled at $now
+-- ($error: the failed attempt's, or NULL after an ack); `delete_cancelled` follows, in the
+-- same transaction.
+INSERT INTO jobqueue_finished ({job_columns}, outcome, finished_at)
+SELECT {job_columns_with_error}, 'cancelled', $now FROM jobqueue_jobs
+WHERE lease_token IN (SELECT unnest($tokens)) AND cancelled;
+
+-- name: delete_cancelled
+DELETE FROM jobqueue_jobs WHERE lease_token IN (SELECT unnest($tokens)) AND cancelled RETURNING lease_token;
+
+-- name: cancel_lock
+-- The live job queue.cancel looks at: whether a lease holds it (its holder may still ack).
+SELECT lease_token IS NOT NULL FROM jobqueue_jobs WHERE id = $id;
+
+-- name: marked
+SELECT id FROM jobqueue_jobs WHERE cancelled;
+
+-- name: mark_cancelled
+UPDATE jobqueue_jobs SET cancelled = true WHERE id = $id;
+
+-- name: keep_cancelled_waiting
+INSERT INTO jobqueue_finished ({job_columns}, outcome, finished_at)
+SELECT {job_columns}, 'cancelled', $now FROM jobqueue_jobs WHERE id = $id;
+
+-- name: ended
+-- What became of a job no longer live: dead, or kept finished (the latest, if kept twice).
+SELECT state FROM (
+    SELECT 'dead' AS state, 1 AS rank, 0.0 AS ended_at FROM jobqueue_dead WHERE id = $id
+    UNION ALL SELECT outcome, 2, finished_at FROM jobqueue_finished WHERE id = $id
+) ORDER BY rank, ended_at DESC LIMIT 1;
 
 -- name: prune_finished
+-- Cancelled jobs are kept until $cancelled_before (jobqueue.backends.rules.is_pruned).
 DELETE FROM jobqueue_finished WHERE rowid IN (
-    SELECT rowid FROM jobqueue_finished WHERE finished_at < $before ORDER BY finished_at LIMIT $limit
+    SELECT rowid FROM jobqueue_finished
+    WHERE finished_at < CASE WHEN outcome = 'cancelled' THEN $cancelled_before ELSE $before END
+    ORDER BY finished_at LIMIT $limit
 );
 
 -- name: finished
 SELECT {job_columns}, outcome, finished_at FROM jobqueue_finished ORDER BY finished_at DESC LIMIT $limit;
 
 -- name: holder
-SELECT {job_columns}, lease_token FROM jobqueue_jobs WHERE id = $id;
+SELECT {job_columns}, lease_token, cancelled FROM jobqueue_jobs WHERE id = $id;
 
 -- name: retry
 UPDATE jobqueue_jobs SET run_at = $run_at, visible_at = $run_at, leased_until = NULL, leased_at = NULL,
@@ -260,8 +305,13 @@ DELETE FROM jobqueue_jobs WHERE id = $id;
 
 -- name: bury_spent
 -- The due jobs a claim must not run: their final lease ran out, or their deadline passed.
+-- Those cancelled while leased go to jobqueue_finished instead (`keep_cancelled_spent`).
 INSERT INTO jobqueue_dead ({dead_stored}, died_at)
-SELECT {dead_stored_spent}, $now FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids));
+SELECT {dead_stored_spent}, $now FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids)) AND NOT cancelled;
+
+-- name: keep_cancelled_spent
+INSERT INTO jobqueue_finished ({job_columns}, outcome, finished_at)
+SELECT {job_columns}, 'cancelled', $now FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids)) AND cancelled;
 
 -- name: delete_spent
 DELETE FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids));
@@ -279,7 +329,7 @@ enqueued_at = $enqueued_at, unique_for_s = $unique_for_s, died_at = $now WHERE i
 
 -- name: extend
 UPDATE jobqueue_jobs SET leased_until = $until, visible_at = greatest(run_at, $until),
-serial = nextval('jobqueue_serial') WHERE id = $id AND lease_token = $token RETURNING {job_columns};
+serial = nextval('jobqueue_serial') WHERE id = $id AND lease_token = $token RETURNING {job_columns}, cancelled;
 
 -- name: release
 UPDATE jobqueue_jobs SET attempts = $attempts, run_at = $run_at, visible_at = $run_at, leased_until = NULL,
@@ -350,7 +400,8 @@ DELETE FROM jobqueue_outcomes WHERE second < $before;
 SELECT CASE WHEN leased_until > $now THEN 'leased' WHEN visible_at > $now THEN 'scheduled' ELSE 'waiting' END,
        type, count(*)
 FROM jobqueue_jobs GROUP BY ALL
-UNION ALL SELECT 'dead', type, count(*) FROM jobqueue_dead GROUP BY type;
+UNION ALL SELECT 'dead', type, count(*) FROM jobqueue_dead GROUP BY type
+UNION ALL SELECT 'cancelled', type, count(*) FROM jobqueue_finished WHERE outcome = 'cancelled' GROUP BY type;
 
 -- name: oldest_waiting
 SELECT coalesce(max($now - visible_at), 0.0) FROM jobqueue_jobs WHERE visible_at <= $now;

@@ -31,6 +31,7 @@ from typing import TypeVar
 from jobqueue.backends import rules
 from jobqueue.backends.contract import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
+    CancelOutcome,
     Failed,
     JobIds,
     JobTypes,
@@ -44,10 +45,11 @@ from jobqueue.backends.contract import (
 from jobqueue.backoff import RandomFn
 from jobqueue.census import EXACT_UP_TO, Census, live_state, tally
 from jobqueue.clock import Clock
-from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, StaleLeaseError
+from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, JobNotFoundError, StaleLeaseError
 from jobqueue.job import (
     DeadLetter,
     FinishedJob,
+    FinishedOutcome,
     Job,
     JobType,
     Lease,
@@ -139,6 +141,7 @@ class JobQueue:
         self._snoozes: dict[str, int] = {}  # job id -> times snoozed, while it lives
         self._holds: dict[str, tuple[float, Job]] = {}  # finished job's id -> (held until, its record)
         self._holds_pruned_at: float | None = None
+        self._cancelling: set[str] = set()  # leased jobs marked cancelled (see cancel)
 
     # -- producer side -------------------------------------------------------------
 
@@ -263,6 +266,9 @@ class JobQueue:
                 passed.append(popped)  # put back below, where it was
                 continue
             del self._current[job_id]  # its entries are stale from now on
+            if job_id in self._cancelling:  # marked while leased, and its lease ran out
+                self._finish(job, "cancelled", now)
+                continue
             if (reason := rules.refusal(job, now)) is not None:
                 self._bury(replace(job, leased_until=None, leased_at=None, last_error=reason), now)
                 continue
@@ -290,28 +296,50 @@ class JobQueue:
         """Mark the leased job done: it leaves the queue for good.
 
         An ack after the lease ran out still counts as long as no other worker claimed the
-        job in between (as with SQS receipt handles).
+        job in between (as with SQS receipt handles). A job cancelled while leased (see
+        :meth:`cancel`) is finished as ``"cancelled"`` instead, and not counted as done.
 
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
         """
         job = self._holder(lease)
-        del self._jobs[job.id], self._tokens[job.id], self._current[job.id]
-        self._snoozes.pop(job.id, None)
-        self._compact_if_stale()
         now = self.clock.now()
-        self._finished_holding(job, now)
-        self._outcomes.record(now, failed=False)
-        if self.retain_s:
-            self._finished.append(FinishedJob(job=job, outcome="done", finished_at=now))
+        if job.id in self._cancelling:
+            self._finish(job, "cancelled", now)
+        else:
+            self._finish(job, "done", now)
+            self._outcomes.record(now, failed=False)
         if self._finished and rules.prune_due(now, self._pruned_at):
             self._pruned_at = now
-            before = rules.prune_before(now, self.retain_s)
-            for _ in range(rules.PRUNE_BATCH):
-                if not self._finished or self._finished[0].finished_at >= before:
-                    break
-                self._finished.popleft()
+            self._prune(now)
+
+    def _finish(self, job: Job, outcome: FinishedOutcome, now: float) -> None:
+        """Take the live ``job`` out of the queue, kept as ``outcome`` (done: only with ``retain_s``)."""
+        del self._jobs[job.id]
+        self._tokens.pop(job.id, None)
+        self._current.pop(job.id, None)
+        self._snoozes.pop(job.id, None)
+        self._cancelling.discard(job.id)
+        self._compact_if_stale()
+        self._finished_holding(job, now)
+        if self.retain_s or outcome == "cancelled":
+            self._finished.append(FinishedJob(job=job, outcome=outcome, finished_at=now))
+
+    def _prune(self, now: float) -> None:
+        """Delete up to PRUNE_BATCH kept jobs past their time (see :func:`rules.is_pruned`), oldest first."""
+        before = rules.prune_before(now, self.retain_s)
+        cancelled_before = rules.prune_cancelled_before(now, self.retain_s)
+        gone = 0
+        kept: deque[FinishedJob] = deque()
+        for finished in self._finished:
+            if gone < rules.PRUNE_BATCH and rules.is_pruned(
+                finished, before=before, cancelled_before=cancelled_before
+            ):
+                gone += 1
+            else:
+                kept.append(finished)
+        self._finished = kept
 
     def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
         """Ack every lease still held; return the stale ones, which change nothing.
@@ -341,7 +369,9 @@ class JobQueue:
             ``backoff.delay_s(attempts)`` seconds, or after the error's ``retry_after_s``
             if it is a :class:`~jobqueue.errors.RetryAfterError` (at most
             :data:`~jobqueue.errors.MAX_RETRY_AFTER_S`); or ``"dead"``, moved to the
-            dead-letter queue (permanent, or its last attempt, whatever the error).
+            dead-letter queue (permanent, or its last attempt, whatever the error); or
+            ``"cancelled"`` if the job was cancelled while leased (:meth:`cancel`): finished,
+            not retried, not counted as a failure.
 
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
@@ -351,8 +381,14 @@ class JobQueue:
         """
         job = self._holder(lease)
         now = self.clock.now()
-        failed = rules.fail(job, error, permanent=permanent, now=now, random=self._random)  # may raise
+        cancelled = job.id in self._cancelling
+        failed = rules.fail(
+            job, error, permanent=permanent, now=now, random=self._random, cancelled=cancelled
+        )  # may raise
         stored = replace(job, leased_until=None, leased_at=None, last_error=failed.error)
+        if failed.outcome == "cancelled":
+            self._finish(replace(job, last_error=failed.error), "cancelled", now)
+            return failed
         if failed.run_at is None:
             self._bury(stored, now)
         else:
@@ -370,7 +406,8 @@ class JobQueue:
                 timeout. Like SQS ``ChangeMessageVisibility``.
 
         Returns:
-            The lease with its new end; the token is unchanged.
+            The lease with its new end; the token is unchanged. Its ``cancelled`` is true
+            once the job was cancelled (:meth:`cancel`): the holder should stop.
 
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
@@ -382,7 +419,7 @@ class JobQueue:
         extra_s = self.visibility_timeout_s if by_s is None else check_positive_seconds("by_s", by_s)
         extended = replace(self._holder(lease), leased_until=self.clock.now() + extra_s)
         self._store(extended)
-        return Lease(job=extended, token=lease.token)
+        return Lease(job=extended, token=lease.token, cancelled=extended.id in self._cancelling)
 
     def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job:
         """Give a claimed job back unrun: waiting again, due after ``delay_s``, the attempt not counted.
@@ -446,6 +483,42 @@ class JobQueue:
         self._snoozes[job.id] = snoozes + 1
         return self.release(lease, delay_s=delay_s)
 
+    def cancel(self, job_id: str) -> CancelOutcome:
+        """Cancel a job: a waiting one now, a leased one when its holder acks or fails it.
+
+        What :func:`jobqueue.backends.rules.cancel` decides: a job waiting or scheduled
+        leaves the queue at once and is kept by :meth:`finished` as ``"cancelled"``
+        (:data:`~jobqueue.backends.rules.KEEP_CANCELLED_S` at least); a leased job is marked,
+        its heartbeat (:meth:`extend_lease`) returns ``Lease.cancelled``, and its ack or fail
+        finishes it as ``"cancelled"``, never retried. Cancelling again is harmless.
+
+        Returns:
+            ``"cancelled"`` or ``"cancelling"`` (see :data:`~jobqueue.backends.contract.CancelOutcome`);
+            ``"dead"`` for a dead letter and ``"done"`` for a kept finished job, left as they
+            are (discard a dead letter to be rid of it).
+
+        Raises:
+            InvalidSettingError: if ``job_id`` cannot be an id (see :func:`check_job_id`).
+            JobNotFoundError: naming ``job_id``, if the queue holds no such job, live, dead or
+                kept.
+
+        Introduced with cancelling (issue 24).
+        """
+        job = self._jobs.get(check_job_id(job_id))
+        if job is not None:
+            outcome = rules.cancel(leased=job_id in self._tokens)
+            if outcome == "cancelled":
+                self._finish(job, "cancelled", self.clock.now())
+            else:
+                self._cancelling.add(job_id)
+            return outcome
+        if job_id in self._dead:
+            return "dead"
+        kept = next((finished for finished in reversed(self._finished) if finished.job.id == job_id), None)
+        if kept is None:
+            raise JobNotFoundError(f"no job with id {job_id!r} to cancel: not waiting, leased, dead or kept")
+        return kept.outcome
+
     # -- dead letters --------------------------------------------------------------
 
     def replay(self, job_id: str) -> Job:
@@ -506,7 +579,7 @@ class JobQueue:
         return sorted(self._dead.values(), key=lambda dead: (dead.died_at, dead.job.id))
 
     def finished(self, limit: int = 100) -> list[FinishedJob]:
-        """Up to ``limit`` acked jobs kept (see ``retain_s``), the latest first.
+        """Up to ``limit`` finished jobs kept (acked with ``retain_s``, and cancelled), the latest first.
 
         Raises:
             InvalidSettingError: if ``limit`` is not an int >= 1.
@@ -576,7 +649,7 @@ class JobQueue:
         return job
 
     def _finished_holding(self, job: Job, finished_at: float) -> None:
-        """``job`` finished at ``finished_at`` (acked, or discarded dead): hold its id for its window, if any.
+        """``job`` finished at ``finished_at`` (acked, cancelled, discarded dead): hold its id for its window.
 
         The one place every way of finishing goes through. Holds past their end are
         dropped here too, at most :data:`~jobqueue.backends.rules.PRUNE_BATCH` at a time.
@@ -658,6 +731,7 @@ class JobQueue:
         del self._jobs[job.id]
         self._tokens.pop(job.id, None)
         self._snoozes.pop(job.id, None)  # a replay starts the count afresh
+        self._cancelling.discard(job.id)
         self._dead[job.id] = DeadLetter(job=job, died_at=now)
         self._compact_if_stale()
 
@@ -712,6 +786,7 @@ class JobQueue:
         now = self.clock.now()
         rows = [(live_state(job, now), job.type, 1) for job in self._jobs.values()]
         rows += [("dead", letter.job.type, 1) for letter in self._dead.values()]
+        rows += [("cancelled", kept.job.type, 1) for kept in self._finished if kept.outcome == "cancelled"]
         ages = [now - job.visible_at() for job in self._jobs.values() if live_state(job, now) == "waiting"]
         return Census(
             at=now, by_type=tally(rows), estimated=frozenset(), oldest_waiting_age_s=max(ages, default=0.0)

@@ -107,6 +107,7 @@ SQL = sql.load(
     "postgres.sql",
     {
         "job_columns": JOB_COLUMNS,
+        "job_columns_with_error": JOB_COLUMNS.replace("last_error", "coalesce(%(error)s, last_error)"),
         "dead_columns": DEAD_COLUMNS,
         "expiry_reason": rules.expiry_reason_sql("%(now)s"),
         "lease_lost_reason": rules.lease_lost_reason_sql(),
@@ -126,7 +127,8 @@ SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
 
 2: lesson 12's tables. 3: priorities and deadlines (lesson 13). 4: fencing tokens (lesson
-06). 5: the enqueue time (lesson 13's age since enqueue). Older tables are migrated when a
+06). 5: the enqueue time (lesson 13's age since enqueue). 6: snoozes. 7: cancelled while
+leased. Older tables are migrated when a
 queue opens them (``migration_N`` blocks of ``postgres.sql``).
 """
 
@@ -768,6 +770,27 @@ class PostgresQueue(SqlQueue):
         except CorruptJobError as exc:
             self._bury_corrupt(con, salvage(CLAIMED.job_row(row), exc), now)
             return None
+
+    def _finish_cancelled(
+        self, con: psycopg.Connection[Any], leases: Sequence[Lease], now: float, error: str | None
+    ) -> set[str]:
+        """Move the jobs held under ``leases`` and cancelled to ``jobqueue_finished``, one statement."""
+        held = {
+            "ids": [lease.job.id for lease in leases],
+            "tokens": [lease.token for lease in leases],
+            "now": now,
+            "error": error,
+        }
+        rows = con.execute(SQL["finish_cancelled"], held).fetchall()
+        return {token for (token,) in rows}
+
+    def _mark_cancelled(self, con: psycopg.Connection[Any], job_id: str) -> None:
+        """Mark the leased job ``job_id`` (locked by ``cancel_lock``) cancelled."""
+        con.execute(SQL["mark_cancelled"], {"id": job_id})
+
+    def _cancel_waiting(self, con: psycopg.Connection[Any], job_id: str, now: float) -> None:
+        """Move the waiting job ``job_id`` (locked by ``cancel_lock``) to ``jobqueue_finished``."""
+        con.execute(SQL["cancel_waiting"], {"id": job_id, "now": now})
 
     def _bury_corrupt(self, con: psycopg.Connection[Any], job: Job, now: float) -> None:
         """Dead-letter the job whose row could not be read, as its salvaged stand-in ``job``."""

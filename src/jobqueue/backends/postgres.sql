@@ -111,6 +111,14 @@ UPDATE jobqueue_schema SET version = 5;
 ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS snoozes integer NOT NULL DEFAULT 0;
 UPDATE jobqueue_schema SET version = 6;
 
+-- name: migration_7
+-- Cancelling (queue.cancel): a leased job marked cancelled, which its ack or fail, or the
+-- claim that finds its lease ran out, finishes as 'cancelled' in jobqueue_finished. A
+-- constant default rewrites no row. The dashboard counts the cancelled jobs kept through
+-- their own partial index, whatever else the table keeps.
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS cancelled boolean NOT NULL DEFAULT false;
+CREATE INDEX jobqueue_finished_cancelled ON jobqueue_finished (type) WHERE outcome = 'cancelled';
+UPDATE jobqueue_schema SET version = 7;
 -- name: migration_8
 -- Unique windows (enqueue's unique_for_s): each job stores its window (NULL: none; a new
 -- column without a default rewrites no row), and jobqueue_held the ids of jobs enqueued
@@ -310,7 +318,9 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- nested loop returns the jobs in claim order. Keeping the pick in a CTE fences the
 -- planner: the LIMIT applies before the update, never to more rows. A due
 -- job whose final attempt's lease ran out (spent), or whose deadline has passed (expired,
--- no attempt used), is dead-lettered instead of claimed; the others are leased.
+-- no attempt used), is dead-lettered instead of claimed; a job cancelled while leased, whose
+-- lease ran out (its holder never acked nor failed it), moves to jobqueue_finished as
+-- cancelled (`dropped`, `kept`); the others are leased.
 -- `picked` numbers the jobs to lease in claim order: each gets its new serial (its place
 -- once the lease runs out) and its lease token there, in that order. The updates find
 -- their rows by `ctid`, where `due` locked them (a row we hold cannot move), from a list:
@@ -329,10 +339,11 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 WITH RECURSIVE no_disk_wait AS MATERIALIZED (
     SELECT set_config('synchronous_commit', %(commit)s, true)
 ), priorities AS ({live_priorities}), due AS (
-    SELECT due_ctid, due_priority, due_visible_at, due_serial, spent, expired
+    SELECT due_ctid, due_priority, due_visible_at, due_serial, spent, expired, cancelled
     FROM priorities, LATERAL (
         SELECT ctid AS due_ctid, priority AS due_priority, visible_at AS due_visible_at, serial AS due_serial,
-               attempts >= max_attempts AS spent, coalesce(expires_at < %(now)s, false) AS expired
+               attempts >= max_attempts AS spent, coalesce(expires_at < %(now)s, false) AS expired,
+               cancelled
         FROM jobqueue_jobs
         WHERE died_at IS NULL AND priority = priorities.priority AND visible_at <= %(now)s
           /* types */
@@ -345,14 +356,23 @@ WITH RECURSIVE no_disk_wait AS MATERIALIZED (
     -- nextval runs after the ORDER BY (PostgreSQL evaluates volatile output columns last)
     SELECT due_ctid, nextval('jobqueue_serial') AS new_serial, 'lease-' || nextval('jobqueue_lease') AS token,
            nextval('jobqueue_fencing') AS fencing
-    FROM due WHERE NOT spent AND NOT expired
+    FROM due WHERE NOT spent AND NOT expired AND NOT cancelled
     ORDER BY due_priority DESC, due_visible_at, due_serial
 ), buried AS (
     UPDATE jobqueue_jobs AS job
     SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
         last_error = CASE WHEN job.attempts >= job.max_attempts THEN {lease_lost_reason} ELSE {expiry_reason} END
-    WHERE job.ctid = ANY(ARRAY(SELECT due_ctid FROM due WHERE spent OR expired))
+    WHERE job.ctid = ANY(ARRAY(SELECT due_ctid FROM due WHERE (spent OR expired) AND NOT cancelled))
     RETURNING job.id
+), dropped AS (
+    DELETE FROM jobqueue_jobs AS job WHERE job.ctid = ANY(ARRAY(SELECT due_ctid FROM due WHERE cancelled))
+    RETURNING job.*
+), kept AS (
+    INSERT INTO jobqueue_finished ({job_columns}, outcome, finished_at)
+    SELECT {job_columns}, 'cancelled', %(now)s FROM dropped
+), held AS (  -- the unique windows of those finished (hold_finished; an empty list reads nothing)
+    UPDATE jobqueue_held SET held_until = %(now)s + unique_for_s
+    WHERE id = ANY(ARRAY(SELECT id FROM dropped WHERE unique_for_s IS NOT NULL)) AND held_until = 'Infinity'
 ), claimed AS (
     UPDATE jobqueue_jobs AS job
     SET attempts = job.attempts + 1, leased_until = %(until)s, leased_at = %(now)s, visible_at = %(until)s,
@@ -366,7 +386,7 @@ WITH RECURSIVE no_disk_wait AS MATERIALIZED (
     RETURNING {job_columns}, job.lease_token, job.serial
 )
 -- The rows come in no promised order: the caller sorts them by serial, which is claim order.
-SELECT (SELECT count(*) FROM buried), claimed.*
+SELECT (SELECT count(*) FROM buried) + (SELECT count(*) FROM dropped), claimed.*
 FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was claimed
 
 -- name: ack
@@ -375,10 +395,11 @@ FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was c
 -- match leaves dead jobs alone without `died_at IS NULL`, which would lead the planner
 -- astray: on a table not yet analysed it guesses that condition true of 1 row in 200, and
 -- then reads every live job through the claim index and hashes them, on every ack.
--- `job.id = ANY(...)` finds the rows by primary key.
+-- `job.id = ANY(...)` finds the rows by primary key. A job cancelled while leased is left to
+-- `finish_cancelled`: its token does not come back.
 DELETE FROM jobqueue_jobs AS job
 USING unnest(%(ids)b::text[], %(tokens)b::text[]) AS held (id, token)
-WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
+WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token AND NOT job.cancelled
 RETURNING job.lease_token;
 
 -- name: ack_keep
@@ -388,6 +409,7 @@ WITH gone AS (
     DELETE FROM jobqueue_jobs AS job
     USING unnest(%(ids)b::text[], %(tokens)b::text[]) AS held (id, token)
     WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
+      AND NOT job.cancelled
     RETURNING job.*
 ), kept AS (
     INSERT INTO jobqueue_finished ({job_columns}, outcome, finished_at)
@@ -395,18 +417,59 @@ WITH gone AS (
 )
 SELECT lease_token FROM gone;
 
+-- name: finish_cancelled
+-- The jobs held under these leases and cancelled while leased, moved to jobqueue_finished as
+-- cancelled at %(now)s, %(error)s (the failed attempt's, or NULL after an ack) as their
+-- last error. Run only when an ack found fewer jobs than it was given, or by a fail.
+WITH gone AS (
+    DELETE FROM jobqueue_jobs AS job
+    USING unnest(%(ids)b::text[], %(tokens)b::text[]) AS held (id, token)
+    WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token AND job.cancelled
+    RETURNING job.*
+), kept AS (
+    INSERT INTO jobqueue_finished ({job_columns}, outcome, finished_at)
+    SELECT {job_columns_with_error}, 'cancelled', %(now)s FROM gone
+)
+SELECT lease_token FROM gone;
+
+-- name: cancel_lock
+-- The live job queue.cancel looks at, locked: a claim that locked it first has leased it by
+-- the time this returns, and one that comes later skips it (SKIP LOCKED).
+SELECT lease_token IS NOT NULL FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NULL FOR UPDATE;
+
+-- name: mark_cancelled
+UPDATE jobqueue_jobs SET cancelled = true WHERE id = %(id)s AND died_at IS NULL;
+
+-- name: cancel_waiting
+WITH gone AS (
+    DELETE FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NULL RETURNING *
+)
+INSERT INTO jobqueue_finished ({job_columns}, outcome, finished_at)
+SELECT {job_columns}, 'cancelled', %(now)s FROM gone;
+
+-- name: ended
+-- What became of a job no longer live: dead, or kept finished (the latest, if kept twice).
+-- jobqueue_finished has no index on id: read whole, which cancel (no hot path) affords.
+(SELECT 'dead' FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NOT NULL)
+UNION ALL
+(SELECT outcome FROM jobqueue_finished WHERE id = %(id)s ORDER BY finished_at DESC LIMIT 1)
+LIMIT 1;
+
 -- name: prune_finished
--- At most %(limit)s finished jobs kept since before %(before)s, oldest first, through
--- jobqueue_finished_at: a short statement, whatever the table holds.
+-- At most %(limit)s finished jobs kept since before %(before)s (cancelled ones: since before
+-- %(cancelled_before)s, which is earlier), oldest first, through jobqueue_finished_at: a short
+-- statement, whatever the table holds.
 DELETE FROM jobqueue_finished WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM jobqueue_finished WHERE finished_at < %(before)s ORDER BY finished_at LIMIT %(limit)s
+    SELECT ctid FROM jobqueue_finished WHERE finished_at < %(before)s
+      AND (outcome <> 'cancelled' OR finished_at < %(cancelled_before)s)
+    ORDER BY finished_at LIMIT %(limit)s
 ));
 
 -- name: finished
 SELECT {job_columns}, outcome, finished_at FROM jobqueue_finished ORDER BY finished_at DESC LIMIT %(limit)s;
 
 -- name: holder
-SELECT {job_columns}, lease_token FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NULL;
+SELECT {job_columns}, lease_token, cancelled FROM jobqueue_jobs WHERE id = %(id)s AND died_at IS NULL;
 
 -- name: retry
 UPDATE jobqueue_jobs
@@ -443,7 +506,7 @@ UPDATE jobqueue_jobs
 SET leased_until = %(until)s, visible_at = greatest(run_at, %(until)s), serial = nextval('jobqueue_serial')
 FROM no_disk_wait
 WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
-RETURNING {job_columns};
+RETURNING {job_columns}, cancelled;
 
 -- name: release
 UPDATE jobqueue_jobs
@@ -542,7 +605,9 @@ SELECT 'waiting', type, count(*) FROM waiting GROUP BY type
 UNION ALL
 SELECT CASE WHEN leased THEN 'leased' ELSE 'scheduled' END, type, count(*) FROM later GROUP BY 1, 2
 UNION ALL
-SELECT 'dead', type, count(*) FROM dead GROUP BY type;
+SELECT 'dead', type, count(*) FROM dead GROUP BY type
+UNION ALL  -- exact: kept a day (rules.KEEP_CANCELLED_S), counted in jobqueue_finished_cancelled
+SELECT 'cancelled', type, count(*) FROM jobqueue_finished WHERE outcome = 'cancelled' GROUP BY type;
 
 -- name: table_pages
 -- The table's size in pages now, and its rows per page at the last ANALYZE (0 before one).

@@ -109,6 +109,12 @@ JOB = Columns(*JOB_FIELDS)
 HELD = Columns(*JOB_FIELDS, "lease_token")
 """A row of :data:`JOB_COLUMNS`, then the token of the job's lease (``NULL`` if not leased)."""
 
+HOLDER = Columns(*JOB_FIELDS, "lease_token", "cancelled")
+"""A row of :data:`JOB_COLUMNS`, the token of the job's lease, and whether it was cancelled while leased."""
+
+EXTENDED = Columns(*JOB_FIELDS, "cancelled")
+"""A row of :data:`JOB_COLUMNS`, then whether the job was cancelled while leased (a heartbeat's answer)."""
+
 DEAD = Columns(*JOB_FIELDS, "died_at")
 """A row of :data:`DEAD_COLUMNS`."""
 

@@ -12,7 +12,7 @@ SQL backends that dead-letter such jobs inside their claim statement; a test hol
 twin to its function.
 
 Introduced in lesson 03; deadlines in lesson 13; Retry-After and deferral in lesson 14;
-retention with issue 24.
+retention and cancelling with issue 24.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from jobqueue.backends.contract import Failed, check_delay_s
+from jobqueue.backends.contract import CancelOutcome, Failed, check_delay_s
 from jobqueue.backoff import RandomFn
 from jobqueue.errors import (
     CircuitOpenError,
@@ -30,17 +30,26 @@ from jobqueue.errors import (
     describe_failure,
 )
 from jobqueue.failures import retry_delay_s
-from jobqueue.job import Job, deadline
+from jobqueue.job import FinishedJob, Job, deadline
 
 
-def fail(job: Job, error: BaseException | str, *, permanent: bool, now: float, random: RandomFn) -> Failed:
-    """What a failed attempt of ``job`` leads to: a retry and its time, or a dead letter.
+def fail(
+    job: Job,
+    error: BaseException | str,
+    *,
+    permanent: bool,
+    now: float,
+    random: RandomFn,
+    cancelled: bool = False,
+) -> Failed:
+    """What a failed attempt of ``job`` leads to: a retry and its time, a dead letter, or cancelled.
 
-    Dead if ``permanent`` or the attempt was the job's last (``attempts >=
-    max_attempts``), whatever the error. Otherwise the job is due again at ``now +``
-    :func:`jobqueue.failures.retry_delay_s`: the backoff's delay for its attempt count
-    (1, 2, 4, 8 s... with the default policy and no jitter), or a
-    :class:`~jobqueue.errors.RetryAfterError`'s wait.
+    Cancelled if someone cancelled the job while it was leased (``cancelled``): it is
+    finished, never retried, whatever the error. Dead if ``permanent`` or the attempt
+    was the job's last (``attempts >= max_attempts``), whatever the error. Otherwise the
+    job is due again at ``now +`` :func:`jobqueue.failures.retry_delay_s`: the backoff's
+    delay for its attempt count (1, 2, 4, 8 s... with the default policy and no jitter),
+    or a :class:`~jobqueue.errors.RetryAfterError`'s wait.
 
     Args:
         job: the job as leased, ``attempts`` counting the attempt that failed.
@@ -48,14 +57,17 @@ def fail(job: Job, error: BaseException | str, *, permanent: bool, now: float, r
         permanent: whether retrying cannot help.
         now: the time of the failure, in seconds.
         random: the queue's source of jitter, returning floats in ``[0, 1]``.
+        cancelled: whether the job is marked cancelled (see :func:`cancel`).
 
     Raises:
         InvalidSettingError: if ``error`` is neither an exception nor a str, or
             ``random()`` returns a value outside ``[0, 1]``.
 
-    Introduced in lesson 03; Retry-After in lesson 14.
+    Introduced in lesson 03; Retry-After in lesson 14; ``cancelled`` with cancelling.
     """
     message = describe_failure(error)
+    if cancelled:
+        return Failed(outcome="cancelled", run_at=None, error=message)
     if permanent or job.attempts >= job.max_attempts:
         return Failed(outcome="dead", run_at=None, error=message)
     return Failed(outcome="retry", run_at=now + retry_delay_s(job, error, random), error=message)
@@ -238,3 +250,39 @@ def held_until(finished_at: float, unique_for_s: float) -> float:
 def prune_before(now: float, retain_s: float) -> float:
     """The time (seconds) before which a finished job has been kept ``retain_s`` and may go, at ``now``."""
     return now - retain_s
+
+
+def prune_cancelled_before(now: float, retain_s: float) -> float:
+    """The time before which a cancelled job has been kept long enough and may go, at ``now``.
+
+    A cancelled job is kept :data:`KEEP_CANCELLED_S` at least, or ``retain_s`` if longer:
+    with the default ``retain_s`` of 0 it would otherwise be gone at the next prune.
+    """
+    return now - max(retain_s, KEEP_CANCELLED_S)
+
+
+def is_pruned(finished: FinishedJob, *, before: float, cancelled_before: float) -> bool:
+    """Whether a prune deletes ``finished``: kept since before ``before`` (or ``cancelled_before``)."""
+    return finished.finished_at < (cancelled_before if finished.outcome == "cancelled" else before)
+
+
+KEEP_CANCELLED_S = 86_400.0
+"""Seconds a cancelled job is kept with the finished jobs at least, whatever ``retain_s`` says.
+
+A day, River's default for cancelled jobs (``CancelledJobRetentionPeriod``): long enough
+to look up what was cancelled, like a dead letter, without the table growing for good.
+"""
+
+
+def cancel(*, leased: bool) -> CancelOutcome:
+    """What ``queue.cancel`` does to a live job: finish it now, or mark it for its holder.
+
+    A job that is waiting or scheduled (``leased`` false) is finished at once as
+    ``"cancelled"`` and kept with the finished jobs (:data:`KEEP_CANCELLED_S`). A job under a
+    lease (its holder may still ack it, even past the lease's end) is only marked
+    (``"cancelling"``): a heartbeat tells the holder (``Lease.cancelled``), and its ack or
+    fail finishes it as cancelled, with no retry; if the holder never comes back, the claim
+    that finds its lease ran out finishes it. Sidekiq and Oban cancel running jobs the same
+    way, by a flag the job checks. Introduced with cancelling (issue 24).
+    """
+    return "cancelling" if leased else "cancelled"

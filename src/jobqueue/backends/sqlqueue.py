@@ -25,6 +25,7 @@ from typing import Any, Self, TypedDict
 from jobqueue.backends import rules
 from jobqueue.backends.contract import (
     DEFAULT_VISIBILITY_TIMEOUT_S,
+    CancelOutcome,
     Failed,
     JobTypes,
     check_delay_s,
@@ -32,10 +33,10 @@ from jobqueue.backends.contract import (
     check_seconds,
     not_acked,
 )
-from jobqueue.backends.rows import FINISHED, HELD, JOB, Columns, job_from_row, read_dead, salvage
+from jobqueue.backends.rows import EXTENDED, FINISHED, HOLDER, JOB, Columns, job_from_row, read_dead, salvage
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock, SystemClock
-from jobqueue.errors import CorruptJobError, DeadLetterNotFoundError
+from jobqueue.errors import CorruptJobError, DeadLetterNotFoundError, JobNotFoundError
 from jobqueue.job import (
     DeadLetter,
     FinishedJob,
@@ -129,6 +130,22 @@ class SqlQueue(ABC):
         """Inside a transaction, store what ``failed`` says of the leased job: a retry, or dead at ``now``."""
 
     @abstractmethod
+    def _finish_cancelled(self, con: Any, leases: Sequence[Lease], now: float, error: str | None) -> set[str]:
+        """Inside a transaction, finish the jobs held under ``leases`` and cancelled while leased.
+
+        They move to ``jobqueue_finished`` as ``"cancelled"`` at ``now``, ``error`` (if not
+        ``None``) as their ``last_error``. Returns the tokens of the jobs finished.
+        """
+
+    @abstractmethod
+    def _mark_cancelled(self, con: Any, job_id: str) -> None:
+        """Inside a transaction, mark the leased job ``job_id`` cancelled."""
+
+    @abstractmethod
+    def _cancel_waiting(self, con: Any, job_id: str, now: float) -> None:
+        """Inside a transaction, move the waiting job ``job_id`` to ``jobqueue_finished`` as cancelled."""
+
+    @abstractmethod
     def _store_replay(self, con: Any, job: Job) -> Sequence[Any]:
         """Inside the replay's transaction, store the replayed ``job`` as waiting; return its row."""
 
@@ -158,15 +175,22 @@ class SqlQueue(ABC):
     def ack(self, lease: Lease) -> None:
         """Mark the leased job done: its row is deleted (kept, with ``retain_s``); see :meth:`JobQueue.ack`.
 
+        The ack statement leaves a job cancelled while leased alone; only then (or for a
+        stale lease) does a second transaction look again, and finish it as cancelled.
+
         Raises:
             StaleLeaseError: if ``lease`` is no longer the job's current lease; nothing
                 changes.
         """
         now = self.clock.now()
         with self._transaction() if self._ack_writes_twice([lease]) else self._connection() as con:
-            if not self._finish(con, [lease], now):  # committed on its own (kept and deleted at once)
+            acked = self._finish(con, [lease], now)  # committed on its own (kept and deleted at once)
+        if acked:
+            self._outcomes.record(now, done=1, failed=0, store=self._store_outcomes)
+            return
+        with self._transaction() as con:
+            if not (self._may_be_cancelled([lease]) and self._cancelled_finished(con, [lease], now, None)):
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
-        self._outcomes.record(now, done=1, failed=0, store=self._store_outcomes)
 
     def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
         """Ack every lease still held, in one statement; return the stale ones.
@@ -205,16 +229,28 @@ class SqlQueue(ABC):
             self._hold_finished(con, windowed, now)
         if rules.prune_due(now, self._pruned_at):
             self._pruned_at = now
-            before = rules.prune_before(now, self.retain_s)
-            con.execute(self.sql["prune_finished"], {"before": before, "limit": rules.PRUNE_BATCH})
+            before = {
+                "before": rules.prune_before(now, self.retain_s),
+                "cancelled_before": rules.prune_cancelled_before(now, self.retain_s),
+            }
+            con.execute(self.sql["prune_finished"], before | {"limit": rules.PRUNE_BATCH})
             con.execute(self.sql["prune_held"], {"before": now, "limit": rules.PRUNE_BATCH})
         return acked
+
+    def _cancelled_finished(
+        self, con: Any, leases: Sequence[Lease], now: float, error: str | None
+    ) -> set[str]:
+        """Inside a transaction: :meth:`_finish_cancelled`, and the unique windows of the jobs finished."""
+        finished = self._finish_cancelled(con, leases, now, error)
+        if finished:
+            self._hold_finished(con, [lease.job.id for lease in leases if lease.token in finished], now)
+        return finished
 
     def _hold_finished(self, con: Any, ids: Sequence[str], now: float) -> None:
         """Inside the transaction that finishes the jobs ``ids`` at ``now``: start their unique windows.
 
-        Every way a job enqueued with a window finishes (an ack, a discard from the dead
-        letters) goes through here, and only such jobs: a job without one has no row to change.
+        Every way a job enqueued with a window finishes (an ack, a cancel, a discard from the
+        dead letters) goes through here; a job without a window has no row to change.
         """
         con.execute(self.sql["hold_finished"], {"ids": list(ids), "now": now})
 
@@ -228,7 +264,7 @@ class SqlQueue(ABC):
         return {job_id: Job(id=job_id, type=kind, payload=payload) for job_id, kind, payload in rows}
 
     def finished(self, limit: int = 100) -> list[FinishedJob]:
-        """Up to ``limit`` acked jobs kept (see ``retain_s``), the latest first.
+        """Up to ``limit`` finished jobs kept (acked with ``retain_s``, and cancelled), the latest first.
 
         Raises:
             InvalidSettingError: if ``limit`` is not an int >= 1.
@@ -245,9 +281,20 @@ class SqlQueue(ABC):
         ]
 
     def _count_acked(self, leases: Sequence[Lease], acked: set[str]) -> list[Lease]:
-        """Count the committed acks (the tokens ``acked``) of ``leases``; return the stale leases."""
-        self._outcomes.record(self.clock.now(), done=len(acked), failed=0, store=self._store_outcomes)
-        return not_acked(leases, acked)
+        """Count the committed acks (the tokens ``acked``) of ``leases``; return the stale leases.
+
+        The leases the ack left alone are looked at again, in a transaction of their own, only
+        if there are any (rare): those of jobs cancelled while leased are finished as
+        cancelled (not counted as done), and the others are stale.
+        """
+        now = self.clock.now()
+        self._outcomes.record(now, done=len(acked), failed=0, store=self._store_outcomes)
+        stale = not_acked(leases, acked)
+        if stale and self._may_be_cancelled(stale):
+            with self._transaction() as con:
+                cancelled = self._cancelled_finished(con, stale, now, None)
+            stale = [lease for lease in stale if lease.token not in cancelled]
+        return stale
 
     def fail(self, lease: Lease, error: BaseException | str, *, permanent: bool = False) -> Failed:
         """Record a failed attempt: retry after a delay, or dead; see :meth:`JobQueue.fail`.
@@ -258,9 +305,14 @@ class SqlQueue(ABC):
             InvalidSettingError: if ``error`` is neither an exception nor a str.
         """
         with self._transaction() as con:
-            job = self._check_holder(con, lease)
+            job, cancelled = self._holder_state(con, lease)
             now = self.clock.now()
-            failed = rules.fail(job, error, permanent=permanent, now=now, random=self._random)
+            failed = rules.fail(
+                job, error, permanent=permanent, now=now, random=self._random, cancelled=cancelled
+            )
+            if failed.outcome == "cancelled":
+                self._cancelled_finished(con, [lease], now, failed.error)
+                return failed  # not counted as a failure
             self._store_failure(con, lease, failed, now)
         # Counted once committed: a rollback counts nothing.
         self._outcomes.record(self.clock.now(), done=0, failed=1, store=self._store_outcomes)
@@ -281,7 +333,8 @@ class SqlQueue(ABC):
             rows = con.execute(self.sql["extend"], held).fetchall()
             if not rows:
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
-        return Lease(job=JOB.read(rows[0]), token=lease.token)
+        row = rows[0]
+        return Lease(job=EXTENDED.read(row), token=lease.token, cancelled=EXTENDED.value(row, "cancelled"))
 
     def release(self, lease: Lease, *, delay_s: float = 0.0) -> Job:
         """Give a claimed job back unrun, due in ``delay_s``; see :meth:`JobQueue.release`.
@@ -324,6 +377,37 @@ class SqlQueue(ABC):
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
                 return None  # held, so its snoozes are used up
         return JOB.read(found[0])
+
+    def cancel(self, job_id: str) -> CancelOutcome:
+        """Cancel a job: a waiting one now, a leased one at its ack or fail; see :meth:`JobQueue.cancel`.
+
+        One transaction: the job's row is read (locked, on PostgreSQL, so a claim running
+        at the same moment either leased it first, and the cancel marks it, or finds it
+        gone), :func:`jobqueue.backends.rules.cancel` decides, and the row is marked or
+        moved to ``jobqueue_finished``. A job no longer live is looked up among the dead
+        letters and the kept finished jobs (by id, without an index: cancel is no hot path).
+
+        Raises:
+            InvalidSettingError: if ``job_id`` cannot be an id.
+            JobNotFoundError: naming ``job_id``, if no job with that id is live, dead or kept.
+        """
+        check_job_id(job_id)
+        with self._transaction() as con:
+            now = self.clock.now()
+            found = con.execute(self.sql["cancel_lock"], {"id": job_id}).fetchall()
+            if found:
+                outcome = rules.cancel(leased=bool(found[0][0]))
+                if outcome == "cancelled":
+                    self._cancel_waiting(con, job_id, now)
+                    self._hold_finished(con, [job_id], now)
+                else:
+                    self._mark_cancelled(con, job_id)
+                return outcome
+            ended = con.execute(self.sql["ended"], {"id": job_id}).fetchall()
+        if not ended:
+            raise JobNotFoundError(f"no job with id {job_id!r} to cancel: not waiting, leased, dead or kept")
+        state: CancelOutcome = ended[0][0]
+        return state
 
     def replay(self, job_id: str) -> Job:
         """Move a dead job back to waiting with a fresh budget; see :meth:`JobQueue.replay`.
@@ -449,10 +533,29 @@ class SqlQueue(ABC):
 
     def _check_holder(self, con: Any, lease: Lease) -> Job:
         """The job's record if ``lease`` is its current lease; else raise StaleLeaseError."""
+        return self._holder_state(con, lease)[0]
+
+    def _may_be_cancelled(self, leases: Sequence[Lease]) -> bool:
+        """Whether a job held under ``leases`` may have been cancelled while leased.
+
+        Asked of the leases an ack left alone, before looking at them again. Here always
+        ``True``: another process may have cancelled it. A backend that knows every cancel
+        (one process per file) answers exactly, so a stale lease costs no statement more.
+        """
+        return True
+
+    def _holder_state(self, con: Any, lease: Lease) -> tuple[Job, bool]:
+        """The job's record and whether it was cancelled while leased, if ``lease`` is its current lease.
+
+        Raises:
+            StaleLeaseError: saying why, if it is not.
+        """
         rows = con.execute(self.sql["holder"], {"id": lease.job.id}).fetchall()
         if not rows:
-            return check_holder(lease, None, None)
-        return check_holder(lease, HELD.read(rows[0]), HELD.value(rows[0], "lease_token"))
+            return check_holder(lease, None, None), False
+        row = rows[0]
+        job = check_holder(lease, HOLDER.read(row), HOLDER.value(row, "lease_token"))
+        return job, bool(HOLDER.value(row, "cancelled"))
 
     def _select_jobs(self, name: str, params: dict[str, Any]) -> list[Job]:
         """The jobs the SELECT ``name`` finds; rows that cannot be read are dead-lettered instead."""

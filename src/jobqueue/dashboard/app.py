@@ -1,11 +1,12 @@
-"""The dashboard's web application: one page, a JSON snapshot it polls, and two actions.
+"""The dashboard's web application: one page, a JSON snapshot it polls, and three actions.
 
 Routes (all relative, so the app may sit behind a proxy under a prefix):
 
 - ``GET /``: the page (``static/page.html``), with this process's CSRF token in it.
 - ``GET /api/snapshot``: :meth:`jobqueue.overview.Snapshot.to_json`, polled every 2 s.
 - ``POST /api/dead-letters/replay`` and ``POST /api/dead-letters/discard``, body
-  ``{"id": "..."}``: replay or discard one dead letter. Each needs the header
+  ``{"id": "..."}``: replay or discard one dead letter; ``POST /api/jobs/cancel``, the
+  same body: cancel a waiting or running job (``queue.cancel``). Each needs the header
   ``X-CSRF-Token`` with the token of the page (a per-process secret, compared in constant
   time); without it, or with a wrong one, the answer is 403. A read-only app refuses them
   (403) and its page shows no buttons.
@@ -41,7 +42,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from jobqueue.backends.contract import Queue
-from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, StorageError
+from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, JobNotFoundError, StorageError
 from jobqueue.overview import snapshot
 
 STATIC = Path(__file__).parent / "static"
@@ -50,10 +51,14 @@ STATIC = Path(__file__).parent / "static"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 """The ``Host`` names the app answers by default."""
 
-ACTIONS = {"replay": "replayed: waiting again", "discard": "discarded"}
-"""The POST actions on a dead letter: each the name of a queue method taking a job id, and
-what the answer says once it is done. (A queue method with that contract, such as a
-cancel, is one more entry here and a button in ``static/dashboard.js``.)"""
+ACTIONS = {
+    ("dead-letters", "replay"): "replayed: waiting again",
+    ("dead-letters", "discard"): "discarded",
+    ("jobs", "cancel"): "{outcome}",
+}
+"""The POST actions, by ``(kind, action)`` of their path ``api/KIND/ACTION``: each action the
+name of a queue method taking a job id, and what the answer says once it is done
+(``{outcome}``: what the method returned, such as cancel's ``"cancelling"``)."""
 
 TOKEN_HEADER = "X-CSRF-Token"
 """The request header that must carry the page's CSRF token on every POST."""
@@ -105,11 +110,12 @@ def create_app(
         return JSONResponse(taken.to_json() | {"read_only": read_only}, headers=_HEADERS)
 
     async def act(request: Request) -> Response:
-        action = request.path_params["action"]
-        if action not in ACTIONS:
-            return _message(404, f"no action {action!r}: {' or '.join(ACTIONS)}")
+        kind, action = request.path_params["kind"], request.path_params["action"]
+        if (kind, action) not in ACTIONS:
+            known = " or ".join(f"{k}/{a}" for k, a in ACTIONS)
+            return _message(404, f"no action {kind}/{action}: {known}")
         if read_only:
-            return _message(403, "this dashboard is read-only: replay and discard are off")
+            return _message(403, "this dashboard is read-only: replay, discard and cancel are off")
         sent = request.headers.get(TOKEN_HEADER, "")
         if not hmac.compare_digest(sent.encode(), secret.encode()):
             return _message(403, f"missing or wrong {TOKEN_HEADER} header: reload the page")
@@ -121,18 +127,18 @@ def create_app(
         if not isinstance(job_id, str) or not job_id:
             return _message(400, f'expected a JSON body {{"id": "..."}} with a non-empty id, got {body!r}')
         try:
-            await run_in_threadpool(getattr(queue, action), job_id)
-        except (DeadLetterNotFoundError, InvalidSettingError) as exc:
+            outcome = await run_in_threadpool(getattr(queue, action), job_id)
+        except (DeadLetterNotFoundError, JobNotFoundError, InvalidSettingError) as exc:
             return _message(404, str(exc))
         except StorageError as exc:
             return _message(503, f"cannot {action} {job_id!r}: {exc}")
-        return _message(200, f"{job_id} {ACTIONS[action]}")
+        return _message(200, f"{job_id} {ACTIONS[kind, action].format(outcome=outcome)}")
 
     return Starlette(
         routes=[
             Route("/", index),
             Route("/api/snapshot", state),
-            Route("/api/dead-letters/{action:str}", act, methods=["POST"]),
+            Route("/api/{kind:str}/{action:str}", act, methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))],

@@ -30,6 +30,7 @@ COLOURS = {
     "scheduled": "#8e6ac8",
     "leased": "#d9822b",
     "dead": "#c0392b",
+    "cancelled": "#7f8c8d",
     "done": "#2e8b57",
 }
 """One colour per state, the web page's (``dashboard/static/dashboard.css``)."""

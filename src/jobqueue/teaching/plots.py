@@ -182,6 +182,7 @@ OUTCOME_STYLE: dict[str, tuple[str, str]] = {
     "released": ("v", "tab:purple"),
     "deferred": ("D", "tab:blue"),
     "snoozed": ("P", "tab:cyan"),
+    "cancelled": ("x", "tab:brown"),
 }
 """Marker and colour of an attempt's end on a timeline, for every :data:`~jobqueue.worker.Outcome`."""
 
@@ -193,6 +194,7 @@ OUTCOME_LABELS: dict[str, str] = {
     "released": "given back at shutdown",
     "deferred": "deferred, circuit open",
     "snoozed": "snoozed, attempt not counted",
+    "cancelled": "cancelled, not retried",
 }
 """Legend label of each outcome on a timeline."""
 

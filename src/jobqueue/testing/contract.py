@@ -5,7 +5,8 @@ queue through random runs of enqueue (one or a batch), claim (one or a batch), a
 a batch), fail (transient and permanent), extend_lease (a heartbeat), release (a worker
 gives its job back unrun at shutdown, lesson 11, or defers it for an open circuit breaker
 with ``delay_s``, lesson 14), crash (a worker drops its lease without acking), advance
-(the manual clock), replay and discard, next to a small model of what each job should be.
+(the manual clock), replay, discard and cancel, next to a small model of what each job
+should be.
 A release must leave the job waiting, due after its ``delay_s`` (now if 0), with the
 released attempt not counted. After every step it checks the invariants:
 
@@ -22,6 +23,9 @@ released attempt not counted. After every step it checks the invariants:
   one stored first) among equals, and buries exactly the unrunnable jobs in front of it;
   each job keeps the priority and deadline it was enqueued with, and a replay gives a
   fresh deadline;
+- a cancel finishes a job not under a lease at once (``"cancelled"``), and marks a leased
+  one (``"cancelling"``): a heartbeat then says so, and its ack, its fail (``"cancelled"``,
+  no retry) or the claim that finds it due finishes it; it is never handed out again;
 - ``jobs()``, ``next_visible_at()``, ``metrics()`` and ``len()`` agree with the model;
   ``clock`` and ``visibility_timeout_s`` are what the factory was asked for.
 
@@ -35,7 +39,7 @@ run against every backend (``tests/test_queue_state_machine.py`` and
 predicted with ``random`` fixed at 1.0, so a factory must build its queue with
 ``random=lambda: 1.0``. Needs ``hypothesis``.
 
-Introduced in lesson 10; run against every backend since lesson 11.
+Introduced in lesson 10; run against every backend since lesson 11; cancel with issue 24.
 """
 
 from __future__ import annotations
@@ -112,6 +116,7 @@ class ModelJob:
     priority: int = 0
     expires_at: float | None = None
     serial: int = 0  # order among jobs of one priority visible at the same time
+    marked: bool = False  # cancelled while leased: whatever finishes it next finishes it as cancelled
 
     def claim_key(self) -> tuple[int, float, int]:
         """Claims take due jobs in this order: highest priority, claimable longest, stored first."""
@@ -201,7 +206,10 @@ def queue_state_machine(
             dead_now = {dead.job.id: dead.job for dead in self.queue.dead_letters()}
             for _, job_id in due:  # in claim order: the unrunnable ones in front are buried
                 job = self.model.jobs[job_id]
-                if job.attempts >= settings.max_attempts:  # its final lease ran out
+                if job.marked:  # cancelled while leased, and due again: finished, not handed out
+                    assert job_id not in dead_now, f"{job_id} was cancelled, but it was buried"
+                    self.model.jobs[job_id] = ModelJob("done", job.attempts)
+                elif job.attempts >= settings.max_attempts:  # its final lease ran out
                     assert job_id in dead_now, f"{job_id}'s final lease ran out, but it was not buried"
                     self._die(job_id, "final lease expired")
                 elif job.expires_at is not None and now > job.expires_at:
@@ -261,6 +269,7 @@ def queue_state_machine(
             [longer] = extended
             assert (longer.token, longer.job.id, longer.expires_at) == (lease.token, lease.job.id, until)
             job = self.model.jobs[lease.job.id]
+            assert longer.cancelled == job.marked, "a heartbeat tells whether the job was cancelled"
             job.visible_at = until  # the job was leased, so due no sooner than its lease ends
             self.model.stored(job)
 
@@ -284,6 +293,20 @@ def queue_state_machine(
             assert job.visible_at() == due, "a released job is due after its delay_s"
             waiting = replace(self.model.jobs[job.id], state="waiting", attempts=attempts, visible_at=due)
             self.model.jobs[job.id] = self.model.stored(replace(waiting, token=None))  # its token is dead
+
+        @precondition(lambda self: bool(self.model.live()))
+        @rule(data=st.data())
+        def cancel(self, data: st.DataObject) -> None:
+            """Cancel a live job: finished at once unless a lease holds it, else marked."""
+            job_id = data.draw(st.sampled_from(sorted(self.model.live())))
+            job = self.model.jobs[job_id]
+            outcome = self.queue.cancel(job_id)
+            if job.token is None:
+                assert outcome == "cancelled", f"{job_id} was not under a lease, yet {outcome}"
+                self.model.jobs[job_id] = ModelJob("done", job.attempts)
+            else:
+                assert outcome == "cancelling", f"{job_id} was under a lease, yet {outcome}"
+                job.marked = True
 
         @rule(lease=leases)
         def crash(self, lease: Lease) -> None:
@@ -413,6 +436,10 @@ def queue_state_machine(
             ):
                 return
             job = self.model.jobs[lease.job.id]
+            if job.marked:
+                assert [(f.outcome, f.run_at) for f in failed] == [("cancelled", None)]
+                self.model.jobs[lease.job.id] = ModelJob("done", job.attempts)
+                return
             last = job.attempts >= settings.max_attempts
             assert [f.outcome for f in failed] == ["dead" if permanent or last else "retry"]
             if failed[0].outcome == "dead":

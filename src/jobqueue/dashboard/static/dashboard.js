@@ -6,7 +6,7 @@
 const TOKEN = document.querySelector('meta[name="jobqueue-csrf-token"]').content;
 const READ_ONLY = document.querySelector('meta[name="jobqueue-read-only"]').content === "true";
 const REFRESH_MS = 2000;
-const LABELS = { waiting: "waiting", scheduled: "scheduled", leased: "leased", dead: "dead" };
+const LABELS = { waiting: "waiting", scheduled: "scheduled", leased: "leased", dead: "dead", cancelled: "cancelled" };
 
 let chart = null;
 
@@ -69,7 +69,15 @@ function emptyRow(span, text) {
   return row;
 }
 
+function cancelButton(id) {
+  const button = el("button", { class: "cancel", type: "button" }, "Cancel");
+  button.addEventListener("click", () => act("jobs/cancel", id, [button]));
+  return button;
+}
+
 function drawRunning(snap) {
+  document.querySelector("#running .actions-head").hidden = READ_ONLY;
+  document.getElementById("cancel-form").hidden = READ_ONLY;
   const rows = snap.running.map((job) => {
     const row = el("tr", { "data-id": job.id });
     row.append(
@@ -78,9 +86,14 @@ function drawRunning(snap) {
       el("td", { class: "num" }, `${job.attempt} / ${job.max_attempts}`),
       el("td", { class: "when" }, `in ${seconds(Math.max(0, job.leased_until - snap.at))}`),
     );
+    if (!READ_ONLY) {
+      const cell = el("td", { class: "actions" });
+      cell.append(cancelButton(job.id));
+      row.append(cell);
+    }
     return row;
   });
-  if (!rows.length) rows.push(emptyRow(4, "no job is running"));
+  if (!rows.length) rows.push(emptyRow(READ_ONLY ? 4 : 5, "no job is running"));
   document.querySelector("#running tbody").replaceChildren(...rows);
 }
 
@@ -99,8 +112,8 @@ function drawDead(snap) {
       const cell = el("td", { class: "actions" });
       const replay = el("button", { class: "replay", type: "button" }, "Replay");
       const discard = el("button", { class: "discard", type: "button" }, "Discard");
-      replay.addEventListener("click", () => act("replay", letter.id, [replay, discard]));
-      discard.addEventListener("click", () => act("discard", letter.id, [replay, discard]));
+      replay.addEventListener("click", () => act("dead-letters/replay", letter.id, [replay, discard]));
+      discard.addEventListener("click", () => act("dead-letters/discard", letter.id, [replay, discard]));
       cell.append(replay, discard);
       row.append(cell);
     }
@@ -140,11 +153,12 @@ function drawChart(snap) {
   }
 }
 
+// action: "dead-letters/replay", "dead-letters/discard" or "jobs/cancel".
 async function act(action, id, buttons) {
   buttons.forEach((b) => (b.disabled = true));
   const message = document.getElementById("action-message");
   try {
-    const response = await fetch(`api/dead-letters/${action}`, {
+    const response = await fetch(`api/${action}`, {
       method: "POST",
       headers: { "Content-Type": "application/json", "X-CSRF-Token": TOKEN },
       body: JSON.stringify({ id }),
@@ -176,6 +190,14 @@ async function refresh() {
     status.textContent = `cannot refresh: ${error.message}`;
   }
 }
+
+// A waiting job is not listed: the form cancels one by its id.
+document.getElementById("cancel-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const input = document.getElementById("cancel-id");
+  const button = event.target.querySelector("button");
+  if (input.value) act("jobs/cancel", input.value, [button]).then(() => (button.disabled = false));
+});
 
 refresh();
 setInterval(refresh, REFRESH_MS);
