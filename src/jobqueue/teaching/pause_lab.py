@@ -45,10 +45,15 @@ from typing import Any, Literal
 from jobqueue import db, idempotency
 from jobqueue.backends.contract import Queue
 from jobqueue.clock import SystemClock
-from jobqueue.errors import InvalidSettingError, StaleLeaseError
+from jobqueue.errors import InvalidSettingError, QueueUnavailableError, StaleLeaseError
 from jobqueue.job import Lease
 from jobqueue.teaching.chaos import CHAOS, EFFECTS_TABLE, HANG_GUARD_S, ChaosJob, book_effect
 from jobqueue.testing import History, HistoryReport, check_history, read_history
+
+EffectDesign = Literal[
+    "at-least-once", "at-least-once + fencing", "at-least-once + apply_fenced", "at-least-once + process_once"
+]
+"""How a lab's worker writes the effect (see :func:`write_effect`)."""
 
 PauseDesign = Literal["at-least-once", "at-least-once + fencing", "at-least-once + process_once"]
 """How both workers write the effect: as it is, fenced by the lease token, or once per job id."""
@@ -172,29 +177,70 @@ def paused_worker(design: PauseDesign, url: str, folder: Path, pipe: Pipe) -> No
         pipe.send(write_and_ack(design, queue, effects, lease, history))
 
 
-def write_and_ack(design: PauseDesign, queue: Queue, effects: Any, lease: Lease, history: History) -> str:
+def write_and_ack(
+    design: EffectDesign,
+    queue: Queue,
+    effects: Any,
+    lease: Lease,
+    history: History,
+    *,
+    written: str | None = None,
+) -> str:
     """Write the job's effect the way ``design`` says, record it finished, ack; say what happened.
 
     ``effects`` is a psycopg connection to the queue's own database (the fence reads the
-    job's row there).
+    job's row there). A refused effect is not acked. ``written``: what
+    :func:`write_effect` said, for an effect written earlier (then only the ack is left).
+    """
+    effect = written if written is not None else write_effect(design, effects, lease)
+    if effect.startswith("effect refused"):
+        return f"{effect}, no ack sent"
+    return f"{effect}, {finish_and_ack(queue, lease, history)}"
+
+
+def write_effect(design: EffectDesign, effects: Any, lease: Lease) -> str:
+    """Write the job's effect the way ``design`` says, through ``effects``; say what happened.
+
+    - ``"at-least-once"``: as it is;
+    - ``"at-least-once + fencing"``: in a transaction that first locks the job's row and
+      checks that ``lease.token`` is still the job's, else refused;
+    - ``"at-least-once + apply_fenced"``: through :func:`~jobqueue.idempotency.apply_fenced`
+      with the lease's fencing token, refused if a larger one was applied (lesson 06);
+    - ``"at-least-once + process_once"``: through
+      :func:`~jobqueue.idempotency.process_once` keyed by the job id, skipped if recorded.
     """
     job_id = lease.job.id
-    effect = "effect written"
+    book = partial(book_effect, job_id=job_id)
     if design == "at-least-once + process_once":
-        book = partial(book_effect, job_id=job_id)
         if not idempotency.process_once(effects, job_id, book, clock=SystemClock()):
-            effect = "effect skipped (its job id was recorded)"
+            return "effect skipped (its job id was recorded)"
+    elif design == "at-least-once + apply_fenced":
+        if not idempotency.apply_fenced(effects, job_id, lease.job.fencing_token, book, holder=lease.token):
+            return "effect refused (a larger fencing token was applied)"
     else:
         with db.transaction(effects):
             if design == "at-least-once + fencing" and not db.fetch(effects, _FENCE, [job_id, lease.token]):
-                return "effect refused (its lease token is no longer the job's), no ack sent"
+                return "effect refused (its lease token is no longer the job's)"
             book_effect(effects, job_id)
-    history.finished(job_id)
+    return "effect written"
+
+
+def finish_and_ack(queue: Queue, lease: Lease, history: History) -> str:
+    """Record the job finished, then ack it; say whether the ack was accepted.
+
+    A queue whose connection broke (its server restarted) raises
+    :class:`~jobqueue.errors.QueueUnavailableError` and connects again at its next call:
+    the ack is then sent once more.
+    """
+    history.finished(lease.job.id)
     try:
-        queue.ack(lease)
+        try:
+            queue.ack(lease)
+        except QueueUnavailableError:
+            queue.ack(lease)
     except StaleLeaseError:
-        return f"{effect}, ack refused (stale lease)"
-    return f"{effect}, ack accepted"
+        return "ack refused (stale lease)"
+    return "ack accepted"
 
 
 def _finish_elsewhere(design: PauseDesign, queue: Queue, effects: Any, folder: Path) -> str:

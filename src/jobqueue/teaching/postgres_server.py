@@ -53,6 +53,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from jobqueue.errors import InvalidSettingError
 from jobqueue.teaching._processes import ProcessId
 
 ENV_VAR = "JOBQUEUE_DATABASE_URL"
@@ -185,6 +186,35 @@ def release_local_server(folder: Path) -> int:
             if not holders:
                 _stop(folder)
             return len(holders)
+
+
+def crash_local_server(folder: Path) -> str:
+    """Stop the local server of ``folder`` as a crash would, then start it again.
+
+    ``pg_ctl stop -m immediate`` ends every server process at once: no checkpoint, and
+    what was still in the server's memory is gone (the WAL of commits made with
+    ``synchronous_commit`` off, among them). The start that follows replays the WAL, as
+    after a power cut. Every connection open before is broken: its next statement fails.
+    For a server of its own only (a test's, a lab's): every user of it sees the crash.
+    The holders and the guard stay as they were.
+
+    Returns:
+        The server's URL, the same as before.
+
+    Raises:
+        InvalidSettingError: if this process does not hold the server of ``folder``.
+        PostgresCommandError: if ``pg_ctl`` fails to stop or to start it.
+    """
+    folder = folder.resolve()
+    with _lock:
+        url = _held.get(folder) if _held_by == os.getpid() else None
+    if url is None:
+        raise InvalidSettingError(f"crash_local_server: this process holds no server in {str(folder)!r}")
+    with _locked(folder):
+        pg_ctl = _postgres_bin(folder) / "pg_ctl"
+        _run(pg_ctl, folder / _DATA, _system_user(), "-w", "-m", "immediate", "stop")
+        _start(folder)
+    return url
 
 
 def with_database(url: str, dbname: str) -> str:

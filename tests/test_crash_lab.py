@@ -1,0 +1,80 @@
+"""The server crash of lesson 15: a claim lost with the server, and whose late write the fences stop.
+
+One run crashes a server of its own once per design (``pg_ctl stop -m immediate`` just
+after worker A's claim). In every design the crash loses the claim and hands B the same
+attempt and the same lease token; only the fencing token is new.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from jobqueue import InvalidSettingError
+from jobqueue.teaching.crash_lab import CRASH_DESIGNS, EFFECT_DESIGNS, JOB_ID, CrashRun, run_crash
+from jobqueue.teaching.postgres_server import crash_local_server
+
+TWICE = ((JOB_ID, 2),)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CrashRun]:
+    return dict(run_crash(tmp_path_factory.mktemp("crash") / "lab", EFFECT_DESIGNS))
+
+
+@pytest.mark.parametrize("design", EFFECT_DESIGNS)
+def test_the_crash_loses_the_claim_and_hands_out_its_lease_token_again(
+    runs: dict[str, CrashRun], design: str
+) -> None:
+    run = runs[design]
+    assert run.claim_lost, "B's claim was not attempt 1 again: the crash did not lose A's claim"
+    assert run.same_lease_token and run.fencing_grew
+    assert run.report.ran_twice == TWICE and run.report.lost == ()
+
+
+def test_a_plain_late_write_is_applied_twice_and_its_ack_taken_for_the_new_holders(
+    runs: dict[str, CrashRun],
+) -> None:
+    run = runs["at-least-once"]
+    assert run.report.effects_twice == TWICE and not run.report.ok
+    assert run.late == "effect written, ack accepted"  # A holds B's lease token
+    assert run.second == "effect written, ack refused (stale lease)"
+
+
+def test_the_lease_token_fence_that_stops_a_paused_worker_lets_the_crashed_one_through(
+    runs: dict[str, CrashRun],
+) -> None:
+    run = runs["at-least-once + fencing"]
+    assert run.report.effects_twice == TWICE, "the checker must flag it"
+    assert run.late == "effect written, ack accepted"
+
+
+def test_the_fencing_token_refuses_the_late_write(runs: dict[str, CrashRun]) -> None:
+    run = runs["at-least-once + apply_fenced"]
+    assert (run.report.effects, run.report.effects_twice, run.report.ok) == (1, (), True)
+    assert run.late == "effect refused (a larger fencing token was applied), no ack sent"
+    assert run.second == "effect written, ack accepted"
+
+
+def test_process_once_skips_the_late_write(runs: dict[str, CrashRun]) -> None:
+    run = runs["at-least-once + process_once"]
+    assert (run.report.effects, run.report.ok) == (1, True)
+    assert run.late.startswith("effect skipped")
+
+
+def test_the_lesson_shows_the_broken_fence_then_the_one_that_holds() -> None:
+    assert CRASH_DESIGNS == ("at-least-once + fencing", "at-least-once + apply_fenced")
+
+
+def test_run_crash_checks_its_settings(tmp_path: Path) -> None:
+    for designs in (["hope"], ["at-least-once", "at-least-once"], []):
+        with pytest.raises(InvalidSettingError, match="designs must be distinct"):
+            run_crash(tmp_path / "a", designs)  # type: ignore[arg-type]
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "old.history.jsonl").write_text("")
+    with pytest.raises(InvalidSettingError, match="run_crash needs a fresh folder"):
+        run_crash(tmp_path / "b")
+
+
+def test_only_a_server_this_process_holds_can_be_crashed(tmp_path: Path) -> None:
+    with pytest.raises(InvalidSettingError, match="holds no server in"):
+        crash_local_server(tmp_path / "pg")
