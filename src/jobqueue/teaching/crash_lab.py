@@ -40,7 +40,7 @@ Course helper only. Introduced in lesson 15.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,6 +145,34 @@ def run_crash(
         }
     finally:
         release_local_server(server)
+
+
+def describe(runs: Mapping[EffectDesign, CrashRun]) -> str:
+    """The runs in a few lines each: the checker's summary, the lost claim's tokens, each worker's writes."""
+    lines = []
+    for design, run in runs.items():
+        lines += [
+            f"{design}: {run.report.summary()}",
+            f"  claim lost: {run.claim_lost} | B got A's lease token: {run.same_lease_token}"
+            f" | B's fencing token larger: {run.fencing_grew}",
+            f"  worker B:       {run.second}",
+            f"  worker A, late: {run.late}",
+        ]
+    return "\n".join(lines)
+
+
+RECORDED = """\
+at-least-once + fencing: 1 enqueued: 0 lost, 1 run more than once, 1 effects applied twice
+  claim lost: True | B got A's lease token: True | B's fencing token larger: True
+  worker B:       effect written, ack refused (stale lease)
+  worker A, late: effect written, ack accepted
+at-least-once + apply_fenced: 1 enqueued: 0 lost, 1 run more than once, 0 effects applied twice
+  claim lost: True | B got A's lease token: True | B's fencing token larger: True
+  worker B:       effect written, ack accepted
+  worker A, late: effect refused (a larger fencing token was applied), no ack sent"""
+"""What :func:`describe` says of ``run_crash(folder)`` (:data:`CRASH_DESIGNS`), as
+``tests/test_crash_lab.py`` checks: lesson 15 prints it instead of starting a server of
+its own in the notebook, which costs seconds."""
 
 
 def _crash_once(server: Path, url: str, folder: Path, design: EffectDesign) -> CrashRun:

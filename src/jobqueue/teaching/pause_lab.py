@@ -19,6 +19,8 @@ effect of a job that is no longer its own: a *zombie write*. Its ack is refused
    way its design says, then acks;
 5. the histories and the effects table go to :func:`~jobqueue.testing.check_history`.
 
+:func:`run_pause_designs` runs several designs side by side, each in a scratch database.
+
 Three designs (:data:`PAUSE_DESIGNS`): ``"at-least-once"`` writes the effect as it is, so
 the zombie books it a second time and the checker reports it; ``"at-least-once + fencing"``
 writes the effect in a transaction that first locks the job's row and checks that the
@@ -36,6 +38,8 @@ import multiprocessing
 import os
 import signal
 import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from multiprocessing.connection import Connection as Pipe
@@ -154,6 +158,32 @@ def run_pause(url: str, folder: Path | str, design: PauseDesign) -> PauseRun:
         dead = [letter.job.id for letter in queue.dead_letters()]
         report = check_history(read_history(root), dead=dead, effects=booked)
         return PauseRun(design=design, report=report, second=second, zombie=zombie)
+
+
+def run_pause_designs(
+    folder: Path | str, designs: Sequence[PauseDesign] = PAUSE_DESIGNS
+) -> dict[PauseDesign, PauseRun]:
+    """:func:`run_pause` for each design side by side (threads), each in a scratch database of its own.
+
+    The databases are made on the course's server
+    (:func:`~jobqueue.teaching.postgres_server.scratch_database`) and dropped afterwards;
+    each design's histories go to a subfolder of ``folder``. Most of a run is waiting
+    for the lease to run out, so the designs together take little longer than one.
+
+    Returns:
+        The runs, by design.
+    """
+    from jobqueue.teaching.postgres_server import scratch_database
+
+    root = Path(folder)
+
+    def run(number: int, design: PauseDesign) -> PauseRun:
+        with scratch_database(f"pause_lab_{os.getpid()}_{number}") as url:
+            return run_pause(url, root / design.replace(" + ", "_"), design)
+
+    with ThreadPoolExecutor(max_workers=len(designs) or 1) as pool:
+        futures = {design: pool.submit(run, number, design) for number, design in enumerate(designs)}
+        return {design: future.result() for design, future in futures.items()}
 
 
 def paused_worker(design: PauseDesign, url: str, folder: Path, pipe: Pipe) -> None:
