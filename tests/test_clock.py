@@ -249,3 +249,18 @@ def test_a_server_clock_gives_the_servers_time_through_a_skewed_local_clock() ->
 def test_a_server_clock_checks_its_resync_period(resync_s: float) -> None:
     with pytest.raises(InvalidSettingError, match="resync_s"):
         jq.ServerClock(resync_s=resync_s)
+
+
+def test_a_server_clock_ignores_a_step_of_this_machines_wall_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by the reviewer of lessons 12-16: built on time.time(), a step of the local wall
+    # clock (NTP, an operator) between two syncs moved the "server's" time with it, for up to
+    # resync_s: a 31 s step forward gave back the stolen-lease case of lesson 12. The default
+    # local clock is the monotonic one, which nothing steps.
+    clock = jq.ServerClock(resync_s=60)
+    server_now = 1_800_000_000.0
+    clock.sync(lambda: server_now)
+    before = clock.now()
+    wall = time.time()
+    monkeypatch.setattr(time, "time", lambda: wall + 31.0)  # the wall clock steps 31 s forward
+    assert clock.now() - before == pytest.approx(0.0, abs=5.0)  # the server's time did not jump
+    assert not clock.sync_due()

@@ -7,7 +7,8 @@ import pytest
 from pydantic import BaseModel
 
 import jobqueue as jq
-from jobqueue.errors import InvalidSettingError, PermanentJobError, RetryAfterError
+from jobqueue.backends.rules import is_given_back
+from jobqueue.errors import InvalidSettingError, PermanentJobError, RetryAfterError, UnknownJobTypeError
 from jobqueue.failures import (
     DEPENDS_ON,
     HttpFailure,
@@ -148,3 +149,12 @@ def test_the_worker_waits_as_long_as_retry_after_says() -> None:
         (0.0, "retry", 120.0),  # the backoff alone would have said t=1
         (120.0, "done", None),
     ]
+
+
+def test_a_job_type_without_a_handler_is_not_permanent_as_the_worker_gives_it_back() -> None:
+    # The Worker gives such a job back unrun (rules.is_given_back): another worker, or this
+    # one after a deploy, may know the type. Calling it permanent contradicted that.
+    error = UnknownJobTypeError("no handler for job type 'report'")
+    assert is_given_back(error)
+    assert classify_exception(error) == "transient"
+    assert classify_exception(PermanentJobError("bad address")) == "permanent"

@@ -686,7 +686,7 @@ def test_a_claim_reads_the_claim_index_one_priority_at_a_time_and_stops_at_its_l
             row[0].strip()
             for row in con.execute(
                 "EXPLAIN " + SQL["claim" if types is None else "claim_types"],
-                {"now": T0 + 1, "until": T0 + 31, "limit": 10, "types": types},
+                {"now": T0 + 1, "until": T0 + 31, "limit": 10, "types": types, "commit": "off"},
             )
         ]
     assert_picks_through_the_claim_index(plan)

@@ -93,9 +93,14 @@ class ServerClock:
     a millisecond on a local network). Between syncs ``now()`` costs what the local clock
     costs. Sleeping sleeps on the local clock.
 
+    The local clock is by default this machine's monotonic clock (:func:`time.monotonic`),
+    which nothing steps: a step of the wall clock between two syncs (NTP correcting a large
+    error, an operator's ``date -s``) would otherwise move the server's time with it until
+    the next sync, and bring back the stolen leases above.
+
     Args:
-        local: this machine's clock (default :class:`SystemClock`); a skewed stand-in shows
-            what the offset corrects.
+        local: this machine's clock (default: its monotonic clock); a skewed stand-in
+            shows what the offset corrects.
         resync_s: seconds between syncs (> 0; default 60): local clocks drift by about
             0.05 ms a second at most, 3 ms a minute.
 
@@ -108,7 +113,7 @@ class ServerClock:
     def __init__(self, local: Clock | None = None, *, resync_s: float = 60.0) -> None:
         if isinstance(resync_s, bool) or not math.isfinite(resync_s) or resync_s <= 0:
             raise InvalidSettingError(f"resync_s must be a finite number of seconds > 0, got {resync_s!r}")
-        self.local: Clock = local if local is not None else SystemClock()
+        self.local: Clock = local if local is not None else _MonotonicClock()
         self.resync_s = float(resync_s)
         self.offset_s = 0.0
         """Seconds to add to the local clock's time to get the server's."""
@@ -148,6 +153,18 @@ class ServerClock:
 
     def __repr__(self) -> str:
         return f"ServerClock(offset_s={self.offset_s:+.3f})"
+
+
+class _MonotonicClock:
+    """This machine's monotonic clock (:func:`time.monotonic`): seconds from an unspecified start.
+
+    Never stepped, only slewed; meaningless on its own, so only :class:`ServerClock` uses it,
+    with an offset to the server's time.
+    """
+
+    def now(self) -> float:
+        """Return the monotonic clock's seconds."""
+        return time.monotonic()
 
 
 class ManualClock:

@@ -44,7 +44,6 @@ from jobqueue.errors import (
     PayloadError,
     PermanentJobError,
     RetryAfterError,
-    UnknownJobTypeError,
 )
 from jobqueue.job import Job
 
@@ -190,9 +189,11 @@ def classify_exception(error: BaseException) -> Verdict:
     :func:`classify_status`'s verdict, given its ``code`` attribute too if it has a str
     one: ``"depends"`` for 401 and 409. Otherwise permanent only where the package knows
     retrying cannot help: :class:`PermanentJobError` (the handler said so),
-    :class:`PayloadError` (the stored payload does not validate),
-    :class:`UnknownJobTypeError` (no handler). Everything else is transient: timeouts
-    and connection errors, and also ``ValueError``, ``LookupError`` and their kin.
+    :class:`PayloadError` (the stored payload does not validate). Everything else is
+    transient: timeouts and connection errors, and also ``ValueError``, ``LookupError``
+    and their kin. So is :class:`~jobqueue.errors.UnknownJobTypeError` (no handler here): another worker, or
+    this one after a deploy, may have the handler, and the Worker gives such a job back
+    without spending an attempt (:func:`jobqueue.backends.rules.is_given_back`).
 
     Why so narrow: the kind of a built-in exception says where it was raised, not
     whether a retry could help. A :class:`json.JSONDecodeError` (a ``ValueError``) is
@@ -209,7 +210,7 @@ def classify_exception(error: BaseException) -> Verdict:
     if isinstance(status, int) and not isinstance(status, bool) and 400 <= status <= 599:
         code = getattr(error, "code", None)
         return classify_status(status, code if isinstance(code, str) else None)
-    permanent = (PermanentJobError, PayloadError, UnknownJobTypeError)
+    permanent = (PermanentJobError, PayloadError)
     return "permanent" if isinstance(error, permanent) else "transient"
 
 

@@ -63,6 +63,12 @@ again (at-least-once), as for a crash during the job itself.
 UNAVAILABLE_PAUSE_S = 1.0
 """Seconds a runner waits before trying again a queue whose server could not be reached."""
 
+START_LEASE_SHARE = 0.9
+"""Without a heartbeat, the share of the visibility timeout a prefetched job's lease must have
+left when the job starts; a shorter one is extended first (see ``Runner._whole_leases``). Above
+the worker's default time limit, :data:`~jobqueue.worker.LEASE_SHARE` (0.8), so an attempt that
+keeps to that limit ends with a tenth of the lease to spare for its ack or fail."""
+
 DEFAULT_GRACE_S = 25.0
 """Seconds running jobs get to finish after a shutdown signal.
 
@@ -254,7 +260,7 @@ class Runner:
         waiting.extend(claimed)
         if claimed:
             self._refresh_by = min(self._refresh_by, min(map(self._refresh_due, claimed)))
-        self._start(waiting, running)
+        events.extend((await self._start(waiting, running))[0])
         if until_idle and not running:
             return True
         # Wake when a slot frees; with no more due jobs also after poll_s (or when the
@@ -301,14 +307,50 @@ class Runner:
         self._refresh_by = min(map(self._refresh_due, waiting), default=float("inf"))
         return events
 
-    def _start(self, waiting: deque[Lease], running: dict[asyncio.Task[Attempt], Lease]) -> int:
-        """Start claimed jobs, oldest claim first, while there are free slots; return how many."""
+    async def _whole_leases(
+        self, waiting: deque[Lease], running: dict[asyncio.Task[Attempt], Lease]
+    ) -> list[JobEvent]:
+        """Extend the leases of the prefetched jobs about to start that have waited; drop lost ones.
+
+        For a worker without a heartbeat: its time limit (by default
+        :data:`~jobqueue.worker.LEASE_SHARE` of the visibility timeout) keeps an attempt
+        inside its lease only if the attempt starts on a whole lease. A prefetched lease is
+        extended while it waits only every third of the visibility timeout, so a job could
+        start with two-thirds of its lease left, run within its time limit, and be claimed
+        by another worker meanwhile. A lease with less than :data:`START_LEASE_SHARE` of the
+        visibility timeout left is extended first; one just claimed is not, so a runner
+        whose prefetched jobs wait little makes no extra call.
+        """
+        now = self.clock.now()
+        events: list[JobEvent] = []
+        ready: list[Lease] = []
+        while waiting and len(running) + len(ready) < self.concurrency:
+            lease = waiting.popleft()
+            if lease.expires_at - now < START_LEASE_SHARE * self._lease_s:
+                try:
+                    lease = await self.worker.call(self.worker.keep, lease)
+                except StaleLeaseError as stale:
+                    events.append(self.worker.record(lease, "stale", stale))
+                    continue
+            ready.append(lease)
+        waiting.extendleft(reversed(ready))
+        return events
+
+    async def _start(
+        self, waiting: deque[Lease], running: dict[asyncio.Task[Attempt], Lease]
+    ) -> tuple[list[JobEvent], int]:
+        """Start claimed jobs, oldest claim first, while there are free slots.
+
+        Returns the events of leases found lost on the way (see :meth:`_whole_leases`) and
+        how many jobs started.
+        """
+        lost = await self._whole_leases(waiting, running) if self.worker.heartbeat_s is None else []
         started = 0
         while waiting and len(running) < self.concurrency:
             lease = waiting.popleft()
             running[asyncio.create_task(self.worker.execute(lease))] = lease
             started += 1
-        return started
+        return lost, started
 
     async def _settle_next(
         self,
@@ -337,7 +379,9 @@ class Runner:
             self._finished.append(attempt)
             self._settle_by = min(self._settle_by, now + ACK_GROUP_S, attempt.lease.expires_at - ACK_GROUP_S)
         events = await self._keep_alive(waiting)
-        if self._start(waiting, running):
+        lost, started = await self._start(waiting, running)
+        events += lost
+        if started:
             await asyncio.sleep(0)  # let the new jobs reach their first await before the acks
         return events
 

@@ -192,9 +192,11 @@ class PostgresQueue(SqlQueue):
             (its statements are planned at each run, about 0.5 ms more per call), and no
             ``LISTEN`` (:meth:`wait_for_work` only waits out its timeout, so a
             :class:`~jobqueue.runner.Runner` finds new jobs by polling every ``poll_s``).
-            In the default mode (``False``: a direct connection, or a pooler in session
-            mode) a transaction pooler is detected at the first clash of prepared
-            statements and refused with an :class:`InvalidSettingError` naming this flag.
+            Its claims wait for the disk, so that fencing tokens hold across a crash of
+            the server (see :meth:`claim_many`). In the default mode (``False``: a direct
+            connection, or a pooler in session mode) a transaction pooler is detected at
+            the first clash of prepared statements and refused with an
+            :class:`InvalidSettingError` naming this flag.
 
     Raises:
         QueueUnavailableError: if the server cannot be reached (the message names it).
@@ -403,8 +405,11 @@ class PostgresQueue(SqlQueue):
         crash cannot repeat: WAL is replayed in order, and the sequence's record precedes
         the row that holds the token. (PostgreSQL's "Asynchronous Commit".) Fencing tokens
         (:attr:`Job.fencing_token`) never repeat, crash or not: before its first claim,
-        each connection moves their sequence 2^32 numbers on in a commit that waits for the
+        each connection moves their sequence 2^24 numbers on in a commit that waits for the
         disk (``fencing_floor`` in ``postgres.sql``), past every number a crash could lose.
+        With ``transaction_pooler``, the connection to the pooler outlives a crash of the
+        server, so that step is not taken again: there every claim waits for the disk (run
+        all the workers of a queue in one mode).
 
         With ``types``, only jobs of those job types are claimed (or dead-lettered on the
         way): the others are passed over in the claim index, so a claim with a filter
@@ -435,6 +440,7 @@ class PostgresQueue(SqlQueue):
                         "until": now + self.visibility_timeout_s,
                         "limit": limit - len(leases),
                         "types": names,
+                        "commit": "on" if self.transaction_pooler else "off",
                     },
                     prepare=self._prepare(con),
                     binary=True,  # numbers as they are stored, not as decimal text to parse

@@ -113,18 +113,23 @@ UPDATE jobqueue_schema SET version = 6;
 
 -- name: fencing_floor
 -- Run on each new connection before its first claim, in a transaction of its own: moves
--- jobqueue_fencing 2^32 numbers on, and waits for the disk. A claim commits without waiting
--- for the disk (see `claim`), so a server crash can lose the WAL of the last claims, the
--- numbers they drew from the sequence with it, and the sequence would hand those numbers
--- out again: to a new holder, while the old one still holds the same token. Every process
--- loses its connection in a crash, so each takes this step before it claims again: past
--- every number drawn before the crash (a server draws far fewer than 2^32 in the moments a
--- crash can lose). pg_current_xact_id() gives the transaction an id, so its commit writes
--- a record and waits for it, and for the sequence's record before it, to reach the disk.
+-- jobqueue_fencing 2^24 (16,777,216) numbers on, and waits for the disk. A claim commits
+-- without waiting for the disk (see `claim`), so a server crash can lose the WAL of the last
+-- claims, the numbers they drew from the sequence with it, and the sequence would hand those
+-- numbers out again: to a new holder, while the old one still holds the same token. Every
+-- process loses its connection in a crash, so each takes this step before it claims again:
+-- past every number drawn before the crash (the claims a crash can lose are those of its
+-- last moments, three wal_writer_delay by default: 0.6 s, thousands of numbers, not
+-- millions). The step is no bigger, as each new connection spends it: at 100 new
+-- connections a second, the 2^63 numbers of the sequence last 170 years (2^32 a step would
+-- have lasted 8 months). pg_current_xact_id() gives the transaction an id, so its commit
+-- writes a record and waits for it, and for the sequence's record before it, to reach the
+-- disk. Behind a transaction pooler the client's connection to the pooler outlives a crash
+-- of the server, so this step is not taken again (see PostgresQueue.transaction_pooler).
 WITH disk_wait AS MATERIALIZED (
     SELECT set_config('synchronous_commit', 'on', true)
 )
-SELECT pg_current_xact_id(), setval('jobqueue_fencing', nextval('jobqueue_fencing') + 4294967296)
+SELECT pg_current_xact_id(), setval('jobqueue_fencing', nextval('jobqueue_fencing') + 16777216)
 FROM disk_wait;
 
 -- name: generic_plans
@@ -255,11 +260,13 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- statement of its own, so a claim of any type plans as it did without one. (One statement
 -- for both, `$types IS NULL OR type = ANY($types)`, made every claim 3-4x slower.)
 -- `no_disk_wait` makes this statement's own transaction commit without waiting for the
--- WAL to reach the disk (synchronous_commit off, for this transaction only): a claim lost
--- in a server crash leaves its job claimable again, which at-least-once allows (see
--- PostgresQueue.claim_many). Enqueue and ack keep waiting for the disk.
+-- WAL to reach the disk (`%(commit)s` is 'off': synchronous_commit off, for this transaction
+-- only): a claim lost in a server crash leaves its job claimable again, which at-least-once
+-- allows (see PostgresQueue.claim_many). Enqueue and ack keep waiting for the disk. Behind
+-- a transaction pooler it is 'on', and claims wait for the disk too: there `fencing_floor`
+-- is not taken again after a crash, so no claim may lose the sequence's numbers.
 WITH RECURSIVE no_disk_wait AS MATERIALIZED (
-    SELECT set_config('synchronous_commit', 'off', true)
+    SELECT set_config('synchronous_commit', %(commit)s, true)
 ), priorities AS ({live_priorities}), due AS (
     SELECT due_ctid, due_priority, due_visible_at, due_serial, spent, expired
     FROM priorities, LATERAL (
