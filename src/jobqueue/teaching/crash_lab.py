@@ -29,11 +29,12 @@ connection, so the course's shared server must not be the one that crashes.
 6. the histories and the effects table go to :func:`~jobqueue.testing.check_history`.
 
 The designs are those of :func:`jobqueue.teaching.pause_lab.write_effect`. Lesson 15
-shows two (:data:`CRASH_DESIGNS`): ``"at-least-once + fencing"``, which checks the lease
-token and stopped the paused worker, lets A through here, since B holds the same lease
-token: the checker flags the effect applied twice. ``"at-least-once + apply_fenced"``
-checks the fencing token (:attr:`~jobqueue.job.Job.fencing_token`), which no crash hands
-out twice: B's is larger, so A's late write is refused.
+shows two (:data:`CRASH_DESIGNS`): ``"at-least-once + lease check"``, which checks in the
+effect's transaction that the job's row still carries the worker's lease token, lets A
+through, since B holds the same lease token: the checker flags the effect applied twice.
+``"at-least-once + fencing"`` checks the fencing token
+(:attr:`~jobqueue.job.Job.fencing_token`) instead, which no crash hands out twice: the row
+carries B's, so A's late write is refused.
 
 Course helper only. Introduced in lesson 15.
 """
@@ -55,14 +56,14 @@ from jobqueue.testing import History, HistoryReport, check_history, read_history
 
 EFFECT_DESIGNS: tuple[EffectDesign, ...] = (
     "at-least-once",
+    "at-least-once + lease check",
     "at-least-once + fencing",
-    "at-least-once + apply_fenced",
     "at-least-once + process_once",
 )
 """Every design :func:`run_crash` takes."""
 
-CRASH_DESIGNS: tuple[EffectDesign, ...] = ("at-least-once + fencing", "at-least-once + apply_fenced")
-"""The designs lesson 15 shows, in its order: the lease token's fence, then the fencing token's."""
+CRASH_DESIGNS: tuple[EffectDesign, ...] = ("at-least-once + lease check", "at-least-once + fencing")
+"""The designs lesson 15 shows, in its order: the lease token's check, then the fencing token's."""
 
 LEASE_S = 30.0
 """The lease of the run's queues, in seconds (on a manual clock: nothing waits for it)."""
@@ -162,14 +163,14 @@ def describe(runs: Mapping[EffectDesign, CrashRun]) -> str:
 
 
 RECORDED = """\
-at-least-once + fencing: 1 enqueued: 0 lost, 1 run more than once, 1 effects applied twice
+at-least-once + lease check: 1 enqueued: 0 lost, 1 run more than once, 1 effects applied twice
   claim lost: True | B got A's lease token: True | B's fencing token larger: True
   worker B:       effect written, ack refused (stale lease)
   worker A, late: effect written, ack accepted
-at-least-once + apply_fenced: 1 enqueued: 0 lost, 1 run more than once, 0 effects applied twice
+at-least-once + fencing: 1 enqueued: 0 lost, 1 run more than once, 0 effects applied twice
   claim lost: True | B got A's lease token: True | B's fencing token larger: True
   worker B:       effect written, ack accepted
-  worker A, late: effect refused (a larger fencing token was applied), no ack sent"""
+  worker A, late: effect refused (its fencing token is no longer the job's), no ack sent"""
 """What :func:`describe` says of ``run_crash(folder)`` (:data:`CRASH_DESIGNS`), as
 ``tests/test_crash_lab.py`` checks: lesson 15 prints it instead of starting a server of
 its own in the notebook, which costs seconds."""

@@ -24,8 +24,9 @@ effect of a job that is no longer its own: a *zombie write*. Its ack is refused
 Three designs (:data:`PAUSE_DESIGNS`): ``"at-least-once"`` writes the effect as it is, so
 the zombie books it a second time and the checker reports it; ``"at-least-once + fencing"``
 writes the effect in a transaction that first locks the job's row and checks that the
-worker's lease token is still the job's (the *fencing token* of Martin Kleppmann's "How to
-do distributed locking", 2016), so the zombie is refused; ``"at-least-once +
+worker's fencing token (:attr:`~jobqueue.job.Job.fencing_token`, the number of Martin
+Kleppmann's "How to do distributed locking", 2016, which no claim hands out twice) is still
+the job's, so the zombie is refused; ``"at-least-once +
 process_once"`` writes it through :func:`~jobqueue.idempotency.process_once` keyed by the
 job id, so the zombie finds the id and skips.
 
@@ -55,7 +56,7 @@ from jobqueue.teaching.chaos import CHAOS, EFFECTS_TABLE, HANG_GUARD_S, ChaosJob
 from jobqueue.testing import History, HistoryReport, check_history, read_history
 
 EffectDesign = Literal[
-    "at-least-once", "at-least-once + fencing", "at-least-once + apply_fenced", "at-least-once + process_once"
+    "at-least-once", "at-least-once + lease check", "at-least-once + fencing", "at-least-once + process_once"
 ]
 """How a lab's worker writes the effect (see :func:`write_effect`)."""
 
@@ -75,8 +76,11 @@ LEASE_S = 0.5
 JOB_ID = "job-000"
 """The one job of the run."""
 
-_FENCE = "SELECT id FROM jobqueue_jobs WHERE id = ? AND lease_token = ? FOR UPDATE"
-"""Locks the job's row if ``lease_token`` is still the one given: the effect's guard."""
+_HOLDS = "SELECT id FROM jobqueue_jobs WHERE id = ? AND {column} = ? FOR UPDATE"
+"""Locks the job's row if its ``lease_token`` or ``fencing_token`` is still the one given."""
+
+_GUARDED_BY = {"at-least-once + fencing": "fencing_token", "at-least-once + lease check": "lease_token"}
+"""The job's column each guarded design checks in the effect's transaction."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -233,9 +237,10 @@ def write_effect(design: EffectDesign, effects: Any, lease: Lease) -> str:
 
     - ``"at-least-once"``: as it is;
     - ``"at-least-once + fencing"``: in a transaction that first locks the job's row and
-      checks that ``lease.token`` is still the job's, else refused;
-    - ``"at-least-once + apply_fenced"``: through :func:`~jobqueue.idempotency.apply_fenced`
-      with the lease's fencing token, refused if a larger one was applied (lesson 06);
+      checks that ``lease.job.fencing_token`` is still the job's, else refused;
+    - ``"at-least-once + lease check"``: the same with ``lease.token``, which a server
+      crash can hand out again (:mod:`~jobqueue.teaching.crash_lab` shows it let a late
+      write through);
     - ``"at-least-once + process_once"``: through
       :func:`~jobqueue.idempotency.process_once` keyed by the job id, skipped if recorded.
     """
@@ -244,13 +249,13 @@ def write_effect(design: EffectDesign, effects: Any, lease: Lease) -> str:
     if design == "at-least-once + process_once":
         if not idempotency.process_once(effects, job_id, book, clock=SystemClock()):
             return "effect skipped (its job id was recorded)"
-    elif design == "at-least-once + apply_fenced":
-        if not idempotency.apply_fenced(effects, job_id, lease.job.fencing_token, book, holder=lease.token):
-            return "effect refused (a larger fencing token was applied)"
     else:
+        column = _GUARDED_BY.get(design)
         with db.transaction(effects):
-            if design == "at-least-once + fencing" and not db.fetch(effects, _FENCE, [job_id, lease.token]):
-                return "effect refused (its lease token is no longer the job's)"
+            if column is not None:
+                token = lease.job.fencing_token if column == "fencing_token" else lease.token
+                if not db.fetch(effects, _HOLDS.format(column=column), [job_id, token]):
+                    return f"effect refused (its {column.replace('_', ' ')} is no longer the job's)"
             book_effect(effects, job_id)
     return "effect written"
 

