@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from jobqueue import InvalidSettingError
-from jobqueue.teaching.skew_lab import JOB_ID, run_skew
+from jobqueue.teaching.skew_lab import DECIDERS, JOB_ID, run_skew, run_skews
 
 
 def test_with_each_workers_clock_the_one_ahead_runs_the_job_again(pg_conninfo: str, tmp_path: Path) -> None:
@@ -29,3 +29,10 @@ def test_run_skew_checks_its_settings(tmp_path: Path) -> None:
     (tmp_path / "old.history.jsonl").write_text("")
     with pytest.raises(InvalidSettingError, match="run_skew needs a fresh folder"):
         run_skew(url, tmp_path, "the server's clock")
+
+
+def test_run_skews_runs_both_deciders_in_scratch_databases_of_their_own(pg_url: str, tmp_path: Path) -> None:
+    runs = run_skews(tmp_path)
+    assert list(runs) == list(DECIDERS)
+    assert [run.report.effects for run in runs.values()] == [2, 1]  # each database started empty
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["0", "1"]

@@ -84,8 +84,8 @@ VISIBILITY_TIMEOUT_S = 0.3
 """The lease of :func:`run_chaos`'s queue, in seconds: a dead worker's job comes back this soon.
 One life runs at a time there, so a job outliving its lease is never handed to another."""
 
-POSTGRES_VISIBILITY_TIMEOUT_S = 2.0
-"""The lease of :func:`run_chaos_postgres`'s queue, in seconds: twenty times :data:`WORK_S`,
+POSTGRES_VISIBILITY_TIMEOUT_S = 1.0
+"""The lease of :func:`run_chaos_postgres`'s queue, in seconds: ten times :data:`WORK_S`,
 so that a worker slowed down by a loaded machine keeps its job, and only a killed worker's
 job is handed out again."""
 

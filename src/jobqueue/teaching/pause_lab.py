@@ -40,7 +40,6 @@ import os
 import signal
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from multiprocessing.connection import Connection as Pipe
@@ -70,7 +69,7 @@ PAUSE_DESIGNS: tuple[PauseDesign, ...] = (
 )
 """Every design, in the order lesson 15 shows them."""
 
-LEASE_S = 0.5
+LEASE_S = 0.25
 """The lease of :func:`run_pause`'s queue, in seconds: the paused worker sleeps past it."""
 
 JOB_ID = "job-000"
@@ -167,27 +166,23 @@ def run_pause(url: str, folder: Path | str, design: PauseDesign) -> PauseRun:
 def run_pause_designs(
     folder: Path | str, designs: Sequence[PauseDesign] = PAUSE_DESIGNS
 ) -> dict[PauseDesign, PauseRun]:
-    """:func:`run_pause` for each design side by side (threads), each in a scratch database of its own.
+    """:func:`run_pause` for each design side by side, each in a scratch database of its own.
 
-    The databases are made on the course's server
-    (:func:`~jobqueue.teaching.postgres_server.scratch_database`) and dropped afterwards;
-    each design's histories go to a subfolder of ``folder``. Most of a run is waiting
-    for the lease to run out, so the designs together take little longer than one.
+    The databases are made on the course's server and dropped afterwards
+    (:func:`~jobqueue.teaching.postgres_server.in_scratch_databases`); each design's
+    histories go to a subfolder of ``folder``.
 
     Returns:
         The runs, by design.
     """
-    from jobqueue.teaching.postgres_server import scratch_database
+    from jobqueue.teaching.postgres_server import in_scratch_databases
 
     root = Path(folder)
-
-    def run(number: int, design: PauseDesign) -> PauseRun:
-        with scratch_database(f"pause_lab_{os.getpid()}_{number}") as url:
-            return run_pause(url, root / design.replace(" + ", "_"), design)
-
-    with ThreadPoolExecutor(max_workers=len(designs) or 1) as pool:
-        futures = {design: pool.submit(run, number, design) for number, design in enumerate(designs)}
-        return {design: future.result() for design, future in futures.items()}
+    runs = {
+        design: partial(run_pause, folder=root / design.replace(" + ", "_"), design=design)
+        for design in designs
+    }
+    return in_scratch_databases("pause_lab", runs)
 
 
 def paused_worker(design: PauseDesign, url: str, folder: Path, pipe: Pipe) -> None:

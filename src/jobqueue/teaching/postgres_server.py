@@ -48,13 +48,18 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from jobqueue.errors import InvalidSettingError
 from jobqueue.teaching._processes import ProcessId
+
+K = TypeVar("K")
+T = TypeVar("T")
 
 ENV_VAR = "JOBQUEUE_DATABASE_URL"
 """Environment variable naming a PostgreSQL server to use instead of the local one."""
@@ -256,6 +261,26 @@ def scratch_database(name: str, server: str | None = None) -> Iterator[str]:
     finally:
         with psycopg.connect(server, autocommit=True) as admin:
             admin.execute(drop)
+
+
+def in_scratch_databases(name: str, runs: Mapping[K, Callable[[str], T]]) -> dict[K, T]:
+    """Call each of ``runs`` with the URL of a scratch database of its own, side by side (threads).
+
+    The databases (``<name>_<pid>_<n>``) are made on the :func:`database_url` server and
+    dropped afterwards (:func:`scratch_database`). For runs that mostly wait (a lease to
+    run out, a process to answer): together they take little longer than one.
+
+    Returns:
+        What each run returned, by its key.
+    """
+    with ThreadPoolExecutor(max_workers=max(1, len(runs))) as pool:
+
+        def run(number: int, call: Callable[[str], T]) -> T:
+            with scratch_database(f"{name}_{os.getpid()}_{number}") as url:
+                return call(url)
+
+        futures = {key: pool.submit(run, number, call) for number, (key, call) in enumerate(runs.items())}
+        return {key: future.result() for key, future in futures.items()}
 
 
 def running_postmaster(data: Path) -> int | None:

@@ -8,7 +8,7 @@ the default of :class:`~jobqueue.backends.postgres.PostgresQueue`, lesson 12), e
 queue measures its machine's offset from the server and takes it out: the skew changes
 nothing.
 
-:func:`run_skew` shows it on one job:
+:func:`run_skew` shows it on one job (:func:`run_skews`: for both deciders at once):
 
 1. an on-time worker enqueues ``job-000`` and claims it (a lease of :data:`LEASE_S`);
 2. a worker whose clock runs :data:`AHEAD_S` ahead
@@ -26,7 +26,9 @@ Course helper only. Introduced in lesson 15.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -68,6 +70,26 @@ class SkewRun:
     report: HistoryReport
     ahead: str
     on_time: str
+
+
+def run_skews(folder: Path | str, deciders: Sequence[Decider] = DECIDERS) -> dict[Decider, SkewRun]:
+    """:func:`run_skew` for each decider side by side, each in a scratch database of its own.
+
+    The databases are made on the course's server and dropped afterwards
+    (:func:`~jobqueue.teaching.postgres_server.in_scratch_databases`); each run's
+    histories go to a numbered subfolder of ``folder``.
+
+    Returns:
+        The runs, by decider.
+    """
+    from jobqueue.teaching.postgres_server import in_scratch_databases
+
+    root = Path(folder)
+    runs = {
+        decider: partial(run_skew, folder=root / str(number), decider=decider)
+        for number, decider in enumerate(deciders)
+    }
+    return in_scratch_databases("skew_lab", runs)
 
 
 def run_skew(url: str, folder: Path | str, decider: Decider) -> SkewRun:
