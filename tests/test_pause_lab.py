@@ -42,7 +42,7 @@ def test_run_pause_checks_its_settings(tmp_path: Path) -> None:
         run_pause(url, tmp_path, "at-least-once")
 
 
-def test_run_pause_designs_gives_each_design_a_database_of_its_own(pg_url: str, tmp_path: Path) -> None:
+def test_run_pause_designs_gives_each_design_a_schema_of_its_own(pg_url: str, tmp_path: Path) -> None:
     runs = run_pause_designs(tmp_path, ["at-least-once", "at-least-once + fencing"])
     assert [run.report.effects for run in runs.values()] == [2, 1]  # neither saw the other's effect
     assert runs["at-least-once + fencing"].zombie.startswith("effect refused (its fencing token")

@@ -31,8 +31,8 @@ def test_run_skew_checks_its_settings(tmp_path: Path) -> None:
         run_skew(url, tmp_path, "the server's clock")
 
 
-def test_run_skews_runs_both_deciders_in_scratch_databases_of_their_own(pg_url: str, tmp_path: Path) -> None:
+def test_run_skews_runs_both_deciders_in_schemas_of_their_own(pg_url: str, tmp_path: Path) -> None:
     runs = run_skews(tmp_path)
     assert list(runs) == list(DECIDERS)
-    assert [run.report.effects for run in runs.values()] == [2, 1]  # each database started empty
+    assert [run.report.effects for run in runs.values()] == [2, 1]  # each schema started empty
     assert sorted(path.name for path in tmp_path.iterdir()) == ["0", "1"]

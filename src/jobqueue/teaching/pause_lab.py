@@ -19,7 +19,7 @@ effect of a job that is no longer its own: a *zombie write*. Its ack is refused
    way its design says, then acks;
 5. the histories and the effects table go to :func:`~jobqueue.testing.check_history`.
 
-:func:`run_pause_designs` runs several designs side by side, each in a scratch database.
+:func:`run_pause_designs` runs several designs side by side, each in a schema of its own.
 
 Three designs (:data:`PAUSE_DESIGNS`): ``"at-least-once"`` writes the effect as it is, so
 the zombie books it a second time and the checker reports it; ``"at-least-once + fencing"``
@@ -166,23 +166,23 @@ def run_pause(url: str, folder: Path | str, design: PauseDesign) -> PauseRun:
 def run_pause_designs(
     folder: Path | str, designs: Sequence[PauseDesign] = PAUSE_DESIGNS
 ) -> dict[PauseDesign, PauseRun]:
-    """:func:`run_pause` for each design side by side, each in a scratch database of its own.
+    """:func:`run_pause` for each design side by side, each in a schema of its own.
 
-    The databases are made on the course's server and dropped afterwards
-    (:func:`~jobqueue.teaching.postgres_server.in_scratch_databases`); each design's
+    The schemas are made in a scratch database on the course's server, dropped afterwards
+    (:func:`~jobqueue.teaching.postgres_server.in_scratch_schemas`); each design's
     histories go to a subfolder of ``folder``.
 
     Returns:
         The runs, by design.
     """
-    from jobqueue.teaching.postgres_server import in_scratch_databases
+    from jobqueue.teaching.postgres_server import in_scratch_schemas
 
     root = Path(folder)
     runs = {
         design: partial(run_pause, folder=root / design.replace(" + ", "_"), design=design)
         for design in designs
     }
-    return in_scratch_databases("pause_lab", runs)
+    return in_scratch_schemas("pause_lab", runs)
 
 
 def paused_worker(design: PauseDesign, url: str, folder: Path, pipe: Pipe) -> None:

@@ -263,24 +263,33 @@ def scratch_database(name: str, server: str | None = None) -> Iterator[str]:
             admin.execute(drop)
 
 
-def in_scratch_databases(name: str, runs: Mapping[K, Callable[[str], T]]) -> dict[K, T]:
-    """Call each of ``runs`` with the URL of a scratch database of its own, side by side (threads).
+def in_scratch_schemas(name: str, runs: Mapping[K, Callable[[str], T]]) -> dict[K, T]:
+    """Call each of ``runs`` side by side (threads), each with a schema of its own in one scratch database.
 
-    The databases (``<name>_<pid>_<n>``) are made on the :func:`database_url` server and
-    dropped afterwards (:func:`scratch_database`). For runs that mostly wait (a lease to
-    run out, a process to answer): together they take little longer than one.
+    The database (``<name>_<pid>``, on the :func:`database_url` server) is dropped
+    afterwards. Each run gets a conninfo whose ``search_path`` is its schema
+    (``run_0``, ``run_1``, ...), so the queue and any table it makes there are its own:
+    a schema costs a catalog row where a database copies a template (seconds on a busy
+    disk). For runs that mostly wait (a lease to run out, a process to answer):
+    together they take little longer than one.
 
     Returns:
         What each run returned, by its key.
     """
-    with ThreadPoolExecutor(max_workers=max(1, len(runs))) as pool:
+    import psycopg
+    from psycopg.conninfo import make_conninfo
 
-        def run(number: int, call: Callable[[str], T]) -> T:
-            with scratch_database(f"{name}_{os.getpid()}_{number}") as url:
-                return call(url)
-
-        futures = {key: pool.submit(run, number, call) for number, (key, call) in enumerate(runs.items())}
-        return {key: future.result() for key, future in futures.items()}
+    with scratch_database(f"{name}_{os.getpid()}") as url:
+        schemas = [f"run_{number}" for number in range(len(runs))]
+        with psycopg.connect(url, autocommit=True) as admin:
+            for schema in schemas:
+                admin.execute(f"CREATE SCHEMA {schema}")
+        with ThreadPoolExecutor(max_workers=max(1, len(runs))) as pool:
+            futures = {
+                key: pool.submit(call, make_conninfo(url, options=f"-c search_path={schema}"))
+                for schema, (key, call) in zip(schemas, runs.items(), strict=True)
+            }
+            return {key: future.result() for key, future in futures.items()}
 
 
 def running_postmaster(data: Path) -> int | None:

@@ -73,23 +73,23 @@ class SkewRun:
 
 
 def run_skews(folder: Path | str, deciders: Sequence[Decider] = DECIDERS) -> dict[Decider, SkewRun]:
-    """:func:`run_skew` for each decider side by side, each in a scratch database of its own.
+    """:func:`run_skew` for each decider side by side, each in a schema of its own.
 
-    The databases are made on the course's server and dropped afterwards
-    (:func:`~jobqueue.teaching.postgres_server.in_scratch_databases`); each run's
+    The schemas are made in a scratch database on the course's server, dropped afterwards
+    (:func:`~jobqueue.teaching.postgres_server.in_scratch_schemas`); each run's
     histories go to a numbered subfolder of ``folder``.
 
     Returns:
         The runs, by decider.
     """
-    from jobqueue.teaching.postgres_server import in_scratch_databases
+    from jobqueue.teaching.postgres_server import in_scratch_schemas
 
     root = Path(folder)
     runs = {
         decider: partial(run_skew, folder=root / str(number), decider=decider)
         for number, decider in enumerate(deciders)
     }
-    return in_scratch_databases("skew_lab", runs)
+    return in_scratch_schemas("skew_lab", runs)
 
 
 def run_skew(url: str, folder: Path | str, decider: Decider) -> SkewRun:
