@@ -12,8 +12,9 @@ while another worker holds the job.
 (:func:`~jobqueue.teaching.postgres_server.hold_local_server`): a crash ends every
 connection, so the course's shared server must not be the one that crashes.
 
-1. It starts the server and widens the window a crash can lose: ``wal_writer_delay`` is
-   set to 10 s (by default 200 ms, so a crash loses at most the last 0.6 s of claims;
+1. It starts the server, and starts it again with a wider window for a crash to lose
+   (a reload would reach the WAL writer only at its next wake-up): ``wal_writer_delay``
+   10 s (by default 200 ms, so a crash loses at most the last 0.6 s of claims;
    the lab makes sure its crash lands in that window). It also sets ``fsync`` off: the
    lab kills the server's processes, not the machine, so what was written to the
    operating system survives either way, and fsync would only cost time;
@@ -120,7 +121,12 @@ def run_crash(
     import psycopg
     from psycopg import sql
 
-    from jobqueue.teaching.postgres_server import hold_local_server, release_local_server, with_database
+    from jobqueue.teaching.postgres_server import (
+        crash_local_server,
+        hold_local_server,
+        release_local_server,
+        with_database,
+    )
 
     unknown = [design for design in designs if design not in EFFECT_DESIGNS]
     if unknown or not designs or len(set(designs)) != len(designs):
@@ -135,7 +141,9 @@ def run_crash(
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute(f"ALTER SYSTEM SET wal_writer_delay = '{WAL_WRITER_DELAY}'")
             admin.execute("ALTER SYSTEM SET fsync = off")  # see the module's docstring
-            admin.execute("SELECT pg_reload_conf()")
+        # A reload would reach the WAL writer only when it next wakes; a start reads the settings.
+        crash_local_server(server)
+        with psycopg.connect(url, autocommit=True) as admin:
             for number, _ in enumerate(designs):
                 admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(f"crash_{number}")))
         return {
