@@ -117,6 +117,8 @@ def run_crash(
             files already.
         jobqueue.teaching.postgres_server.PostgresCommandError: if the server fails to
             start, stop or start again.
+        RuntimeError: if a worker finds the job not claimable (a hang or a bug: after the
+            crash the job is due whether its claim was lost or not).
     """
     import psycopg
     from psycopg import sql
