@@ -156,6 +156,7 @@ SHARED_FIXTURE_FILES = frozenset(
     {
         "tests/test_browser.py",
         "tests/test_browser_fit.py",
+        "tests/test_crash_lab.py",
         "tests/test_grading.py",
         "tests/test_widgets.py",
         "tests/test_workflow.py",

@@ -152,16 +152,6 @@ def own_server(tmp_path: Path) -> Iterator[Path]:
     release_local_server(folder)
 
 
-def crash(folder: Path) -> None:
-    """Stop the server of ``folder`` as a crash would: ``pg_ctl stop -m immediate`` (no checkpoint)."""
-    from jobqueue.teaching import postgres_server as server
-
-    data = folder / "data"
-    server._run(
-        server._postgres_bin(folder) / "pg_ctl", data, server._system_user(), "-w", "-m", "immediate", "stop"
-    )
-
-
 def claim_after_restart(queue: PostgresQueue) -> Lease:
     """Claim on a queue whose server restarted: the first call meets the lost connection."""
     with pytest.raises(QueueUnavailableError):
@@ -170,7 +160,7 @@ def claim_after_restart(queue: PostgresQueue) -> Lease:
 
 
 def test_a_crash_that_loses_a_claim_hands_out_no_token_again(own_server: Path) -> None:
-    from jobqueue.teaching.postgres_server import hold_local_server, release_local_server
+    from jobqueue.teaching.postgres_server import crash_local_server, hold_local_server
 
     url = hold_local_server(own_server)
     with psycopg.connect(url, autocommit=True) as con:  # keep a claim's WAL in memory for 10 s
@@ -181,10 +171,7 @@ def test_a_crash_that_loses_a_claim_hands_out_no_token_again(own_server: Path) -
     try:
         queue.enqueue(PLAIN, Ping(number=1001), id="invoice-1001")  # waits for the disk
         paused = claim(queue)  # does not wait for the disk
-        crash(own_server)
-        release_local_server(own_server)
-        again = hold_local_server(own_server)
-        assert again == url
+        assert crash_local_server(own_server) == url  # pg_ctl stop -m immediate, then a start
         clock.advance(LEASE_S)  # whether or not the claim survived, the job is due
         current = claim_after_restart(queue)
     finally:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from jobqueue import InvalidSettingError
-from jobqueue.teaching.pause_lab import JOB_ID, run_pause
+from jobqueue.teaching.pause_lab import JOB_ID, run_pause, run_pause_designs
 
 
 def test_without_a_guard_the_resumed_worker_writes_the_effect_a_second_time(
@@ -40,3 +40,9 @@ def test_run_pause_checks_its_settings(tmp_path: Path) -> None:
     (tmp_path / "old.history.jsonl").write_text("")
     with pytest.raises(InvalidSettingError, match="run_pause needs a fresh folder"):
         run_pause(url, tmp_path, "at-least-once")
+
+
+def test_run_pause_designs_gives_each_design_a_schema_of_its_own(pg_url: str, tmp_path: Path) -> None:
+    runs = run_pause_designs(tmp_path, ["at-least-once", "at-least-once + fencing"])
+    assert [run.report.effects for run in runs.values()] == [2, 1]  # neither saw the other's effect
+    assert runs["at-least-once + fencing"].zombie.startswith("effect refused (its fencing token")

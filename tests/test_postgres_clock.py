@@ -12,17 +12,8 @@ from __future__ import annotations
 import time
 
 import jobqueue as jq
+from jobqueue.testing import SkewedClock as Skewed
 from jobqueue.testing.contract import PLAIN, Ping
-
-
-class Skewed:
-    """A machine's wall clock that is ``offset_s`` seconds off."""
-
-    def __init__(self, offset_s: float) -> None:
-        self.offset_s = offset_s
-
-    def now(self) -> float:
-        return time.time() + self.offset_s
 
 
 def test_the_default_clock_is_the_servers(pg_conninfo: str) -> None:

@@ -80,16 +80,16 @@ Design = Literal["at-most-once", "at-least-once", "at-least-once + process_once"
 DESIGNS: tuple[Design, ...] = ("at-most-once", "at-least-once", "at-least-once + process_once")
 """Every design, in the order lesson 15 compares them."""
 
-VISIBILITY_TIMEOUT_S = 0.5
+VISIBILITY_TIMEOUT_S = 0.3
 """The lease of :func:`run_chaos`'s queue, in seconds: a dead worker's job comes back this soon.
 One life runs at a time there, so a job outliving its lease is never handed to another."""
 
-POSTGRES_VISIBILITY_TIMEOUT_S = 2.0
+POSTGRES_VISIBILITY_TIMEOUT_S = 1.0
 """The lease of :func:`run_chaos_postgres`'s queue, in seconds: ten times :data:`WORK_S`,
 so that a worker slowed down by a loaded machine keeps its job, and only a killed worker's
 job is handed out again."""
 
-WORK_S = 0.2
+WORK_S = 0.1
 """How long the handler goes on working after it booked the effect, in seconds."""
 
 PRODUCE_EVERY_S = 0.1

@@ -19,11 +19,14 @@ effect of a job that is no longer its own: a *zombie write*. Its ack is refused
    way its design says, then acks;
 5. the histories and the effects table go to :func:`~jobqueue.testing.check_history`.
 
+:func:`run_pause_designs` runs several designs side by side, each in a schema of its own.
+
 Three designs (:data:`PAUSE_DESIGNS`): ``"at-least-once"`` writes the effect as it is, so
 the zombie books it a second time and the checker reports it; ``"at-least-once + fencing"``
 writes the effect in a transaction that first locks the job's row and checks that the
-worker's lease token is still the job's (the *fencing token* of Martin Kleppmann's "How to
-do distributed locking", 2016), so the zombie is refused; ``"at-least-once +
+worker's fencing token (:attr:`~jobqueue.job.Job.fencing_token`, the number of Martin
+Kleppmann's "How to do distributed locking", 2016, which no claim hands out twice) is still
+the job's, so the zombie is refused; ``"at-least-once +
 process_once"`` writes it through :func:`~jobqueue.idempotency.process_once` keyed by the
 job id, so the zombie finds the id and skips.
 
@@ -36,6 +39,7 @@ import multiprocessing
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from multiprocessing.connection import Connection as Pipe
@@ -45,10 +49,15 @@ from typing import Any, Literal
 from jobqueue import db, idempotency
 from jobqueue.backends.contract import Queue
 from jobqueue.clock import SystemClock
-from jobqueue.errors import InvalidSettingError, StaleLeaseError
+from jobqueue.errors import InvalidSettingError, QueueUnavailableError, StaleLeaseError
 from jobqueue.job import Lease
 from jobqueue.teaching.chaos import CHAOS, EFFECTS_TABLE, HANG_GUARD_S, ChaosJob, book_effect
 from jobqueue.testing import History, HistoryReport, check_history, read_history
+
+EffectDesign = Literal[
+    "at-least-once", "at-least-once + lease check", "at-least-once + fencing", "at-least-once + process_once"
+]
+"""How a lab's worker writes the effect (see :func:`write_effect`)."""
 
 PauseDesign = Literal["at-least-once", "at-least-once + fencing", "at-least-once + process_once"]
 """How both workers write the effect: as it is, fenced by the lease token, or once per job id."""
@@ -60,14 +69,17 @@ PAUSE_DESIGNS: tuple[PauseDesign, ...] = (
 )
 """Every design, in the order lesson 15 shows them."""
 
-LEASE_S = 0.5
+LEASE_S = 0.25
 """The lease of :func:`run_pause`'s queue, in seconds: the paused worker sleeps past it."""
 
 JOB_ID = "job-000"
 """The one job of the run."""
 
-_FENCE = "SELECT id FROM jobqueue_jobs WHERE id = ? AND lease_token = ? FOR UPDATE"
-"""Locks the job's row if ``lease_token`` is still the one given: the effect's guard."""
+_HOLDS = "SELECT id FROM jobqueue_jobs WHERE id = ? AND {column} = ? FOR UPDATE"
+"""Locks the job's row if its ``lease_token`` or ``fencing_token`` is still the one given."""
+
+_GUARDED_BY = {"at-least-once + fencing": "fencing_token", "at-least-once + lease check": "lease_token"}
+"""The job's column each guarded design checks in the effect's transaction."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +163,28 @@ def run_pause(url: str, folder: Path | str, design: PauseDesign) -> PauseRun:
         return PauseRun(design=design, report=report, second=second, zombie=zombie)
 
 
+def run_pause_designs(
+    folder: Path | str, designs: Sequence[PauseDesign] = PAUSE_DESIGNS
+) -> dict[PauseDesign, PauseRun]:
+    """:func:`run_pause` for each design side by side, each in a schema of its own.
+
+    The schemas are made in a scratch database on the course's server, dropped afterwards
+    (:func:`~jobqueue.teaching.postgres_server.in_scratch_schemas`); each design's
+    histories go to a subfolder of ``folder``.
+
+    Returns:
+        The runs, by design.
+    """
+    from jobqueue.teaching.postgres_server import in_scratch_schemas
+
+    root = Path(folder)
+    runs = {
+        design: partial(run_pause, folder=root / design.replace(" + ", "_"), design=design)
+        for design in designs
+    }
+    return in_scratch_schemas("pause_lab", runs)
+
+
 def paused_worker(design: PauseDesign, url: str, folder: Path, pipe: Pipe) -> None:
     """The worker that is paused: claim the job, say so, wait for the word, then write and ack."""
     import psycopg
@@ -172,29 +206,71 @@ def paused_worker(design: PauseDesign, url: str, folder: Path, pipe: Pipe) -> No
         pipe.send(write_and_ack(design, queue, effects, lease, history))
 
 
-def write_and_ack(design: PauseDesign, queue: Queue, effects: Any, lease: Lease, history: History) -> str:
+def write_and_ack(
+    design: EffectDesign,
+    queue: Queue,
+    effects: Any,
+    lease: Lease,
+    history: History,
+    *,
+    written: str | None = None,
+) -> str:
     """Write the job's effect the way ``design`` says, record it finished, ack; say what happened.
 
     ``effects`` is a psycopg connection to the queue's own database (the fence reads the
-    job's row there).
+    job's row there). A refused effect is not acked. ``written``: what
+    :func:`write_effect` said, for an effect written earlier (then only the ack is left).
+    """
+    effect = written if written is not None else write_effect(design, effects, lease)
+    if effect.startswith("effect refused"):
+        return f"{effect}, no ack sent"
+    return f"{effect}, {finish_and_ack(queue, lease, history)}"
+
+
+def write_effect(design: EffectDesign, effects: Any, lease: Lease) -> str:
+    """Write the job's effect the way ``design`` says, through ``effects``; say what happened.
+
+    - ``"at-least-once"``: as it is;
+    - ``"at-least-once + fencing"``: in a transaction that first locks the job's row and
+      checks that ``lease.job.fencing_token`` is still the job's, else refused;
+    - ``"at-least-once + lease check"``: the same with ``lease.token``, which a server
+      crash can hand out again (:mod:`~jobqueue.teaching.crash_lab` shows it let a late
+      write through);
+    - ``"at-least-once + process_once"``: through
+      :func:`~jobqueue.idempotency.process_once` keyed by the job id, skipped if recorded.
     """
     job_id = lease.job.id
-    effect = "effect written"
+    book = partial(book_effect, job_id=job_id)
     if design == "at-least-once + process_once":
-        book = partial(book_effect, job_id=job_id)
         if not idempotency.process_once(effects, job_id, book, clock=SystemClock()):
-            effect = "effect skipped (its job id was recorded)"
+            return "effect skipped (its job id was recorded)"
     else:
+        column = _GUARDED_BY.get(design)
         with db.transaction(effects):
-            if design == "at-least-once + fencing" and not db.fetch(effects, _FENCE, [job_id, lease.token]):
-                return "effect refused (its lease token is no longer the job's), no ack sent"
+            if column is not None:
+                token = lease.job.fencing_token if column == "fencing_token" else lease.token
+                if not db.fetch(effects, _HOLDS.format(column=column), [job_id, token]):
+                    return f"effect refused (its {column.replace('_', ' ')} is no longer the job's)"
             book_effect(effects, job_id)
-    history.finished(job_id)
+    return "effect written"
+
+
+def finish_and_ack(queue: Queue, lease: Lease, history: History) -> str:
+    """Record the job finished, then ack it; say whether the ack was accepted.
+
+    A queue whose connection broke (its server restarted) raises
+    :class:`~jobqueue.errors.QueueUnavailableError` and connects again at its next call:
+    the ack is then sent once more.
+    """
+    history.finished(lease.job.id)
     try:
-        queue.ack(lease)
+        try:
+            queue.ack(lease)
+        except QueueUnavailableError:
+            queue.ack(lease)
     except StaleLeaseError:
-        return f"{effect}, ack refused (stale lease)"
-    return f"{effect}, ack accepted"
+        return "ack refused (stale lease)"
+    return "ack accepted"
 
 
 def _finish_elsewhere(design: PauseDesign, queue: Queue, effects: Any, folder: Path) -> str:
