@@ -77,7 +77,7 @@ def test_an_answer_that_alerts_on_the_waiting_age_alone_fails_the_late_checks(tm
         "  ✗ a receipt retrying for 2 hours, now in its backoff; ready jobs wait 4 s: expected"
         " ['late: the oldest job was enqueued 7200 s ago (limit 300 s)'], got []"
     ) in lines
-    assert lines[-1] == f"FAIL {NAME}: 19 of 23 checks passed", lines
+    assert lines[-1] == f"FAIL {NAME}: 20 of 24 checks passed", lines
 
 
 Alerts = Callable[[QueueMetrics], list[str]]

@@ -15,6 +15,13 @@ also grows while a message waits out retries: that is the *age since enqueue*, r
 beside it, which keeps growing during an outage while every job waits out a backoff (when
 the age since it became claimable stays near 0).
 
+A job a :class:`~jobqueue.runner.Runner` has claimed ahead (its ``prefetch``, on by default)
+is leased from its claim, though it has not started: it is not *waiting*, so neither
+waiting age sees its wait, and the age of the oldest leased job counts that wait as well
+as its run. So a stuck-job limit must exceed the longest a job waits in a prefetch plus its
+run (about ``1 + prefetch / concurrency`` times the slowest normal run), and the ages are
+read with the prefetch in mind: a runner's claimed-ahead jobs can be late unseen.
+
 Both queues report these with ``queue.metrics(window_s)``; the failure rate counts the
 acks and fails each queue records in one-second buckets (:class:`OutcomeLog`; the database
 queues write theirs to a table once a second through :class:`PendingOutcomes`).
@@ -55,13 +62,15 @@ class QueueMetrics:
         oldest_leased_age_s: how long the longest-held unexpired lease has been held,
             since its claim (heartbeats do not reset it), in seconds; ``0.0`` when none is
             leased. The stuck-job alarm: a handler that never returns, kept alive by its
-            heartbeat, shows here and nowhere else.
+            heartbeat, shows here and nowhere else. A job waiting in a runner's prefetch
+            counts here from its claim too (see above).
         oldest_enqueued_age_s: how long ago the oldest job not under a lease (waiting,
             or scheduled: waiting out a backoff or a delay) was enqueued, in seconds;
             ``0.0`` when there is none. Retries and releases keep a job's enqueue time, so
             this grows through an outage in which every job is in backoff (SQS's
             ``ApproximateAgeOfOldestMessage``). A job stored before the queue recorded
-            enqueue times counts from its ``run_at``.
+            enqueue times counts from its ``run_at``. A job a runner has claimed ahead is
+            under a lease, so it is left out here (see above).
         window_s: the window of ``done`` and ``failed``, in seconds before ``at``.
         done: attempts acked within the window.
         failed: attempts failed within the window (retried or dead-lettered).
