@@ -20,7 +20,7 @@ import pytest
 from jobqueue import DurableQueue, JobQueue, ManualClock, idempotency
 from jobqueue.backends.contract import Queue
 from jobqueue.backends.postgres import PostgresQueue
-from jobqueue.errors import QueueUnavailableError
+from jobqueue.errors import QueueUnavailableError, StaleLeaseError
 from jobqueue.job import Lease
 from jobqueue.testing.contract import PLAIN, Ping
 
@@ -197,3 +197,31 @@ def test_a_crash_that_loses_a_claim_hands_out_no_token_again(own_server: Path) -
         assert write(current)
         assert not write(paused)  # the late write of the holder from before the crash
         assert con.execute("SELECT written_by FROM invoices").fetchall() == [(current.token,)]
+
+
+def test_the_holder_of_a_claim_lost_in_a_crash_cannot_settle_the_new_holders_lease(pg_conninfo: str) -> None:
+    # Found by the second reviewer of lessons 12-15: a claim lost in a server crash can hand
+    # its lease token out again, so the crashed claim's holder A and the new holder B held the
+    # same token, and the queue took A's fail or ack for B's. The queue now names a holder by
+    # both tokens. The crash is played here without a server: A's claim is undone, and the
+    # lease sequence set back, as a crash that lost the claim's WAL leaves them.
+    clock = ManualClock(1_000.0)
+    with PostgresQueue(pg_conninfo, clock=clock) as queue:
+        queue.enqueue(PLAIN, Ping(1), id="ping-1")
+        a = claim(queue)
+        with psycopg.connect(pg_conninfo, autocommit=True) as con:
+            number = int(a.token.removeprefix("lease-"))
+            con.execute(
+                "UPDATE jobqueue_jobs SET attempts = 0, leased_until = NULL, leased_at = NULL,"
+                " lease_token = NULL, visible_at = run_at WHERE id = 'ping-1'"
+            )
+            con.execute("SELECT setval('jobqueue_lease', %s, false)", (number,))
+        b = claim(queue)
+        assert (b.token, b.job.attempts) == (a.token, a.job.attempts)  # as after the crash
+        assert b.job.fencing_token > a.job.fencing_token
+        for settle in (queue.extend_lease, queue.ack, lambda lease: queue.fail(lease, "late"), queue.release):
+            with pytest.raises(StaleLeaseError, match="fencing token"):
+                settle(a)
+        assert queue.ack_many([a]) == [a]  # refused, and counted stale
+        queue.ack(b)  # B's lease was never touched
+        assert len(queue) == 0

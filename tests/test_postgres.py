@@ -17,6 +17,7 @@
 """
 
 import asyncio
+import dataclasses
 import json
 import re
 import subprocess
@@ -844,7 +845,11 @@ def test_an_ack_finds_its_jobs_by_key_on_a_table_never_analysed(
             row[0]
             for row in con.execute(
                 "EXPLAIN " + SQL["ack"],
-                {"ids": [lease.job.id for lease in leases], "tokens": [lease.token for lease in leases]},
+                {
+                    "ids": [lease.job.id for lease in leases],
+                    "tokens": [lease.token for lease in leases],
+                    "fencings": [lease.job.fencing_token for lease in leases],
+                },
             )
         )
     # Not every live job read through the claim index and hashed (the planner's guess for
@@ -939,7 +944,9 @@ def test_tables_of_version_3_are_migrated_and_old_leases_get_fencing_tokens(
     with PostgresQueue(pg_conninfo, clock=clock) as queue:
         assert [(job.id, job.fencing_token) for job in queue.jobs()] == [("waiting", 0), ("held", 0)]
         assert held is not None
-        queue.ack(held)  # a lease from before the migration still acks
+        # A lease from before the migration: the code of then gave its job no fencing token.
+        held = Lease(job=dataclasses.replace(held.job, fencing_token=0), token=held.token)
+        queue.ack(held)  # and it still acks
         lease = queue.claim()
         assert lease is not None and lease.job.id == "waiting" and lease.job.fencing_token > 0
     with psycopg.connect(pg_conninfo, autocommit=True) as con:

@@ -267,6 +267,12 @@ def stale_lease(lease: Lease, job: Job | None, current: str | None) -> StaleLeas
             f"lease {lease.token} on job {job_id!r} is stale: the job is no longer in the queue"
             " (acked or dead-lettered)"
         )
+    if current == lease.token and job.fencing_token != lease.job.fencing_token:
+        return StaleLeaseError(
+            f"lease {lease.token} on job {job_id!r} (fencing token {lease.job.fencing_token}) is stale:"
+            f" a later claim holds the same lease token with fencing token {job.fencing_token}"
+            " (a claim lost in a server crash handed the token out again)"
+        )
     held = f"held now as {current} (attempt {job.attempts})" if current else "not leased now"
     return StaleLeaseError(
         f"lease {lease.token} on job {job_id!r} (attempt {lease.job.attempts}) is stale: the job is {held}"
@@ -274,12 +280,12 @@ def stale_lease(lease: Lease, job: Job | None, current: str | None) -> StaleLeas
 
 
 def check_holder(lease: Lease, job: Job | None, current: str | None) -> Job:
-    """Return ``job`` if ``lease`` is its current lease (``current`` its token now).
+    """Return ``job`` if ``lease`` is its current lease (``current``: its token now; same fencing token).
 
     Raises:
         StaleLeaseError: saying why (see :func:`stale_lease`), if it is not.
     """
-    if job is None or current != lease.token:
+    if job is None or current != lease.token or job.fencing_token != lease.job.fencing_token:
         raise stale_lease(lease, job, current)
     return job
 

@@ -497,13 +497,23 @@ class PostgresQueue(SqlQueue):
         """
         return not isinstance(self.clock, ManualClock)
 
+    def _held_by(self, lease: Lease) -> dict[str, Any]:
+        """The job and its lease, named by the lease token and the fencing token both.
+
+        A claim lost in a server crash can hand its lease token out again (see
+        :meth:`claim_many`), never its fencing token: so the holder of the crashed claim,
+        which still holds the same lease token, is refused when it acks, fails, extends or
+        gives back the new holder's lease.
+        """
+        return super()._held_by(lease) | {"fencing": lease.job.fencing_token}
+
     def _release_extras(self, delay_s: float) -> dict[str, Any]:
         """``wake``: a job given back due now wakes a listening worker; one deferred does not."""
         return {"wake": not delay_s}
 
     def _store_failure(self, con: psycopg.Connection[Any], lease: Lease, failed: Failed, now: float) -> None:
         """Inside the failure's transaction: the job waits for its retry, or is marked dead at ``now``."""
-        held = {"id": lease.job.id, "token": lease.token, "error": failed.error}
+        held = self._held_by(lease) | {"error": failed.error}
         if failed.run_at is None:
             changed = con.execute(SQL["bury"], held | {"now": now}).fetchall()
         else:
@@ -778,6 +788,7 @@ class PostgresQueue(SqlQueue):
         held = {
             "ids": [lease.job.id for lease in leases],
             "tokens": [lease.token for lease in leases],
+            "fencings": [lease.job.fencing_token for lease in leases],
             "now": now,
             "error": error,
         }
@@ -804,6 +815,7 @@ class PostgresQueue(SqlQueue):
         held: dict[str, object] = {
             "ids": [lease.job.id for lease in leases],
             "tokens": [lease.token for lease in leases],
+            "fencings": [lease.job.fencing_token for lease in leases],
         }
         if self.retain_s:
             statement, values = SQL["ack_keep"], held | {"now": now}

@@ -396,10 +396,15 @@ FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was c
 -- astray: on a table not yet analysed it guesses that condition true of 1 row in 200, and
 -- then reads every live job through the claim index and hashes them, on every ack.
 -- `job.id = ANY(...)` finds the rows by primary key. A job cancelled while leased is left to
--- `finish_cancelled`: its token does not come back.
+-- `finish_cancelled`: its token does not come back. Here and in every statement that changes
+-- a leased job, the holder is named by its lease token and its fencing token both: a claim
+-- lost in a server crash can hand its lease token out again (see PostgresQueue.claim_many),
+-- never its fencing token, so the crashed claim's holder cannot ack, fail, extend or give
+-- back the new holder's lease.
 DELETE FROM jobqueue_jobs AS job
-USING unnest(%(ids)b::text[], %(tokens)b::text[]) AS held (id, token)
-WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token AND NOT job.cancelled
+USING unnest(%(ids)b::text[], %(tokens)b::text[], %(fencings)b::bigint[]) AS held (id, token, fencing)
+WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
+  AND job.fencing_token = held.fencing AND NOT job.cancelled
 RETURNING job.lease_token;
 
 -- name: ack_keep
@@ -407,8 +412,9 @@ RETURNING job.lease_token;
 -- jobqueue_finished in the same statement, marked done at %(now)s.
 WITH gone AS (
     DELETE FROM jobqueue_jobs AS job
-    USING unnest(%(ids)b::text[], %(tokens)b::text[]) AS held (id, token)
+    USING unnest(%(ids)b::text[], %(tokens)b::text[], %(fencings)b::bigint[]) AS held (id, token, fencing)
     WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
+      AND job.fencing_token = held.fencing
       AND NOT job.cancelled
     RETURNING job.*
 ), kept AS (
@@ -423,8 +429,9 @@ SELECT lease_token FROM gone;
 -- last error. Run only when an ack found fewer jobs than it was given, or by a fail.
 WITH gone AS (
     DELETE FROM jobqueue_jobs AS job
-    USING unnest(%(ids)b::text[], %(tokens)b::text[]) AS held (id, token)
-    WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token AND job.cancelled
+    USING unnest(%(ids)b::text[], %(tokens)b::text[], %(fencings)b::bigint[]) AS held (id, token, fencing)
+    WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
+      AND job.fencing_token = held.fencing AND job.cancelled
     RETURNING job.*
 ), kept AS (
     INSERT INTO jobqueue_finished ({job_columns}, outcome, finished_at)
@@ -475,14 +482,14 @@ SELECT {job_columns}, lease_token, cancelled FROM jobqueue_jobs WHERE id = %(id)
 UPDATE jobqueue_jobs
 SET run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL, leased_at = NULL,
     lease_token = NULL, last_error = %(error)s, serial = nextval('jobqueue_serial')
-WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
+WHERE id = %(id)s AND lease_token = %(token)s AND fencing_token = %(fencing)s AND died_at IS NULL
 RETURNING id;
 
 -- name: bury
 UPDATE jobqueue_jobs
 SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
     last_error = %(error)s
-WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
+WHERE id = %(id)s AND lease_token = %(token)s AND fencing_token = %(fencing)s AND died_at IS NULL
 RETURNING id;
 
 -- name: bury_unreadable
@@ -505,14 +512,14 @@ WITH no_disk_wait AS MATERIALIZED (
 UPDATE jobqueue_jobs
 SET leased_until = %(until)s, visible_at = greatest(run_at, %(until)s), serial = nextval('jobqueue_serial')
 FROM no_disk_wait
-WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
+WHERE id = %(id)s AND lease_token = %(token)s AND fencing_token = %(fencing)s AND died_at IS NULL
 RETURNING {job_columns}, cancelled;
 
 -- name: release
 UPDATE jobqueue_jobs
 SET attempts = %(attempts)s, run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL,
     leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial')
-WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL
+WHERE id = %(id)s AND lease_token = %(token)s AND fencing_token = %(fencing)s AND died_at IS NULL
 -- A job given back due now wakes a listening worker; one given back for later (a deferral)
 -- does not: nobody could take it yet.
 RETURNING {job_columns}, CASE WHEN %(wake)s THEN pg_notify('jobqueue_jobs', '') END;
@@ -522,7 +529,7 @@ RETURNING {job_columns}, CASE WHEN %(wake)s THEN pg_notify('jobqueue_jobs', '') 
 UPDATE jobqueue_jobs
 SET attempts = %(attempts)s, run_at = %(run_at)s, visible_at = %(run_at)s, leased_until = NULL,
     leased_at = NULL, lease_token = NULL, serial = nextval('jobqueue_serial'), snoozes = snoozes + 1
-WHERE id = %(id)s AND lease_token = %(token)s AND died_at IS NULL AND snoozes < %(most)s
+WHERE id = %(id)s AND lease_token = %(token)s AND fencing_token = %(fencing)s AND died_at IS NULL AND snoozes < %(most)s
 RETURNING {job_columns};
 
 -- name: dead_letter

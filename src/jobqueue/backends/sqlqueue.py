@@ -329,7 +329,7 @@ class SqlQueue(ABC):
         """
         extra_s = self.visibility_timeout_s if by_s is None else check_positive_seconds("by_s", by_s)
         with self._connection() as con:
-            held = {"until": self.clock.now() + extra_s, "id": lease.job.id, "token": lease.token}
+            held = self._held_by(lease) | {"until": self.clock.now() + extra_s}
             rows = con.execute(self.sql["extend"], held).fetchall()
             if not rows:
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
@@ -351,7 +351,7 @@ class SqlQueue(ABC):
             delay_s
         )
         with self._connection() as con:
-            rows = con.execute(self.sql["release"], values | {"id": lease.job.id, "token": lease.token})
+            rows = con.execute(self.sql["release"], values | self._held_by(lease))
             found = rows.fetchall()
             if not found:
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
@@ -370,9 +370,7 @@ class SqlQueue(ABC):
         given_back = rules.release(lease.job, now=self.clock.now(), delay_s=check_delay_s(delay_s))
         values = {"attempts": given_back.attempts, "run_at": given_back.run_at, "most": rules.MAX_SNOOZES}
         with self._connection() as con:
-            found = con.execute(
-                self.sql["snooze"], values | {"id": lease.job.id, "token": lease.token}
-            ).fetchall()
+            found = con.execute(self.sql["snooze"], values | self._held_by(lease)).fetchall()
             if not found:
                 self._check_holder(con, lease)  # raises StaleLeaseError, saying why
                 return None  # held, so its snoozes are used up
@@ -526,6 +524,10 @@ class SqlQueue(ABC):
         return [(int(second), int(done), int(failed)) for second, done, failed in rows]
 
     # -- internals ---------------------------------------------------------------------
+
+    def _held_by(self, lease: Lease) -> dict[str, Any]:
+        """The values that name a leased job and its lease in the statements that change it."""
+        return {"id": lease.job.id, "token": lease.token}
 
     def _release_extras(self, delay_s: float) -> dict[str, Any]:
         """Parameters a backend's ``release`` statement takes besides the shared ones (none here)."""

@@ -175,8 +175,8 @@ def describe(runs: Mapping[EffectDesign, CrashRun]) -> str:
 RECORDED = """\
 at-least-once + lease check: 1 enqueued: 0 lost, 1 run more than once, 1 effects applied twice
   claim lost: True | B got A's lease token: True | B's fencing token larger: True
-  worker B:       effect written, ack refused (stale lease)
-  worker A, late: effect written, ack accepted
+  worker B:       effect written, ack accepted
+  worker A, late: effect written, ack refused (stale lease)
 at-least-once + fencing: 1 enqueued: 0 lost, 1 run more than once, 0 effects applied twice
   claim lost: True | B got A's lease token: True | B's fencing token larger: True
   worker B:       effect written, ack accepted
