@@ -45,8 +45,11 @@ MAX_NAME_LENGTH = 255
 Ids are keys: PostgreSQL cannot index a text value over about 2,700 bytes, and a queue that
 took a longer id would refuse it only at the insert, with a database's error. 255 characters
 (at most 1,020 bytes in UTF-8) leave room for ids built from other keys (``outbox-<id>``,
-``type@2026-12-02T10:05Z``); SQS allows 128 for its deduplication ids.
+``type@2026-12-02T10:05Z``); SQS allows 128 for its deduplication ids. Queue names too.
 """
+
+DEFAULT_QUEUE = "default"
+"""The named queue of a job enqueued without ``queue=`` (Sidekiq's, Oban's and River's name too)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,7 +140,14 @@ class JobType(Generic[P]):
         self._adapter: pydantic.TypeAdapter[P] = pydantic.TypeAdapter(payload_type)
 
     def new_job(
-        self, *, id: str, payload: str, retry: RetryPolicy, now: float, priority: int | None = None
+        self,
+        *,
+        id: str,
+        payload: str,
+        retry: RetryPolicy,
+        now: float,
+        priority: int | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> Job:
         """The record of a job of this type just enqueued: waiting from ``now`` (seconds).
 
@@ -150,6 +160,8 @@ class JobType(Generic[P]):
             now: the enqueue time on the queue's clock (the job's ``enqueued_at``); the
                 deadline, if this type has one, is :attr:`expires_after_s` later.
             priority: this job's priority; ``None`` takes this type's.
+            queue: the named queue the job waits in, already checked (see
+                :func:`check_queue_name`).
 
         Raises:
             InvalidSettingError: if ``priority`` is not an int within the bounds.
@@ -171,6 +183,7 @@ class JobType(Generic[P]):
                 "expires_after_s": self.expires_after_s,
                 "fencing_token": 0,
                 "enqueued_at": now,
+                "queue": queue,
             }
         )
 
@@ -283,12 +296,16 @@ class Job:
             made by hand or a row stored before the queue recorded it. The metrics' age
             since enqueue counts from here (SQS's ``ApproximateAgeOfOldestMessage``).
             Records compare equal whatever it is.
+        queue: the named queue the job waits in (:data:`DEFAULT_QUEUE` unless the enqueue
+            named one): a claim may take only some queues, so that a runner gives each
+            queue slots of its own and a backlog in one cannot starve another.
 
     Raises:
         InvalidSettingError: if ``priority`` is a bool, not an int, or out of bounds.
 
     Introduced in lesson 03; ``priority`` and the deadline in lesson 13; the fencing
-    token in lesson 06; ``enqueued_at`` in lesson 13 (the age since enqueue).
+    token in lesson 06; ``enqueued_at`` in lesson 13 (the age since enqueue); ``queue``
+    with named queues (issue 24).
     """
 
     id: str
@@ -306,6 +323,7 @@ class Job:
     expires_after_s: float | None = field(default=None, repr=False)
     fencing_token: int = field(default=0, repr=False, compare=False)
     enqueued_at: float | None = field(default=None, repr=False, compare=False)
+    queue: str = field(default=DEFAULT_QUEUE, repr=False)
 
     def __post_init__(self) -> None:
         check_priority(self.priority)
@@ -450,6 +468,17 @@ def check_job_id(value: object, name: str = "id") -> str:
         InvalidSettingError: naming ``name`` and the bad value (shortened when long).
     """
     return check_name(value, f"job {name}")
+
+
+def check_queue_name(value: object) -> str:
+    """Return ``value`` if it can name a queue (see :func:`check_name`): ``"emails"``, ``"reports"``.
+
+    Every queue calls it for the ``queue=`` of an enqueue and the names of a claim's filter.
+
+    Raises:
+        InvalidSettingError: naming the bad value.
+    """
+    return check_name(value, "queue name")
 
 
 def check_name(value: object, what: str) -> str:

@@ -111,6 +111,18 @@ UPDATE jobqueue_schema SET version = 5;
 ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS snoozes integer NOT NULL DEFAULT 0;
 UPDATE jobqueue_schema SET version = 6;
 
+-- name: migration_9
+-- Named queues (issue 24): each job, and each kept finished job, names the queue it waits
+-- in; jobs enqueued before are in 'default' (a column with a constant default rewrites no
+-- row). A claim from one queue reads jobqueue_jobs_queue_claim: the claim index with the
+-- queue first, so it walks that queue's priorities and due jobs and never another queue's.
+-- (Numbered 9: 7 and 8 are other changes'.)
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS queue text NOT NULL DEFAULT 'default';
+ALTER TABLE jobqueue_finished ADD COLUMN IF NOT EXISTS queue text NOT NULL DEFAULT 'default';
+CREATE INDEX jobqueue_jobs_queue_claim ON jobqueue_jobs (queue, priority DESC, visible_at, serial)
+    WHERE died_at IS NULL;
+UPDATE jobqueue_schema SET version = 9;
+
 -- name: fencing_floor
 -- Run on each new connection before its first claim, in a transaction of its own: moves
 -- jobqueue_fencing 2^32 numbers on, and waits for the disk. A claim commits without waiting
@@ -253,7 +265,10 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- table on every claim.)
 -- `/* types */` becomes a worker's filter in `claim_types` (PostgresQueue.claim_many): a
 -- statement of its own, so a claim of any type plans as it did without one. (One statement
--- for both, `$types IS NULL OR type = ANY($types)`, made every claim 3-4x slower.)
+-- for both, `$types IS NULL OR type = ANY($types)`, made every claim 3-4x slower.) The
+-- claims from named queues are made from this one the same way (_claim_statement in postgres.py):
+-- from one queue, `priorities` walks that queue's priorities and the pick reads that
+-- queue's range, both in jobqueue_jobs_queue_claim.
 -- `no_disk_wait` makes this statement's own transaction commit without waiting for the
 -- WAL to reach the disk (synchronous_commit off, for this transaction only): a claim lost
 -- in a server crash leaves its job claimable again, which at-least-once allows (see
@@ -362,7 +377,8 @@ UPDATE jobqueue_jobs
 SET died_at = %(now)s, leased_until = NULL, leased_at = NULL, lease_token = NULL,
     last_error = %(error)s, attempts = %(attempts)s, max_attempts = %(max_attempts)s,
     base_s = %(base_s)s, cap_s = %(cap_s)s, run_at = %(run_at)s, priority = %(priority)s,
-    expires_at = %(expires_at)s, expires_after_s = %(expires_after_s)s, enqueued_at = %(enqueued_at)s
+    expires_at = %(expires_at)s, expires_after_s = %(expires_after_s)s, enqueued_at = %(enqueued_at)s,
+    queue = %(queue)s
 WHERE id = %(id)s AND died_at IS NULL;
 
 -- name: extend

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 from jobqueue.backoff import Backoff
 from jobqueue.errors import CorruptJobError, InvalidSettingError
 from jobqueue.job import (
+    DEFAULT_QUEUE,
     MAX_ATTEMPTS_LIMIT,
     PRIORITY_LIMIT,
     DeadLetter,
@@ -58,6 +59,7 @@ class JobRow(NamedTuple):
     expires_after_s: Any
     fencing_token: Any
     enqueued_at: Any
+    queue: Any
 
 
 JOB_FIELDS = JobRow._fields
@@ -116,7 +118,7 @@ FINISHED = Columns(*JOB_FIELDS, "outcome", "finished_at")
 
 NEW_COLUMNS = (
     "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, visible_at, serial,"
-    " priority, expires_at, expires_after_s, enqueued_at"
+    " priority, expires_at, expires_after_s, enqueued_at, queue"
 )
 """The columns an enqueue fills, in order; the others start NULL."""
 
@@ -126,7 +128,7 @@ def stored_values(job: Job) -> dict[str, Any]:
 
     Keyed ``id``, ``type``, ``payload``, ``attempts``, ``max_attempts``, ``base_s``,
     ``cap_s``, ``run_at`` (seconds), ``error``, ``priority``, ``expires_at``,
-    ``expires_after_s``, ``fencing_token`` and ``enqueued_at``.
+    ``expires_after_s``, ``fencing_token``, ``enqueued_at`` and ``queue``.
     """
     return {
         "id": job.id,
@@ -143,14 +145,18 @@ def stored_values(job: Job) -> dict[str, Any]:
         "expires_after_s": job.expires_after_s,
         "fencing_token": job.fencing_token,
         "enqueued_at": job.enqueued_at,
+        "queue": job.queue,
     }
 
 
-def new_job_values(job_type: JobType[Any], policy: RetryPolicy, now: float, priority: int) -> dict[str, Any]:
-    """The values every SQL backend stores in a new job of ``job_type`` enqueued at ``now``.
+def new_job_values(
+    job_type: JobType[Any], policy: RetryPolicy, now: float, priority: int, queue: str
+) -> dict[str, Any]:
+    """The values every SQL backend stores in a new job of ``job_type`` enqueued at ``now`` in ``queue``.
 
     Keyed by the statements' parameter names: ``type``, ``max_attempts``, ``base_s``,
-    ``cap_s``, ``now`` (seconds), ``priority``, ``expires_at`` and ``expires_after_s``.
+    ``cap_s``, ``now`` (seconds), ``priority``, ``expires_at``, ``expires_after_s`` and
+    ``queue``.
     """
     return {
         "type": job_type.name,
@@ -161,6 +167,7 @@ def new_job_values(job_type: JobType[Any], policy: RetryPolicy, now: float, prio
         "priority": priority,
         "expires_at": deadline(now, job_type.expires_after_s),
         "expires_after_s": job_type.expires_after_s,
+        "queue": queue,
     }
 
 
@@ -194,6 +201,7 @@ def job_from_row(row: JobRow) -> Job:
             "expires_after_s": row.expires_after_s,
             "fencing_token": row.fencing_token,
             "enqueued_at": row.enqueued_at,
+            "queue": row.queue,
         }
     )
 
@@ -223,6 +231,7 @@ def _plain(row: JobRow) -> bool:
         and type(fencing_token) is int
         and fencing_token >= 0
         and (row.enqueued_at is None or _float_time(row.enqueued_at))
+        and _nonempty_text(row.queue)
     )
 
 
@@ -270,6 +279,8 @@ def _check_values(values: dict[str, Any]) -> None:
         _check(
             enqueued_at is None or _is_time(enqueued_at), "enqueued_at", enqueued_at, "a finite time or NULL"
         )
+        queue = values["queue"]
+        _check(isinstance(queue, str) and queue != "", "queue", queue, "a non-empty text")
     except InvalidSettingError as exc:
         raise CorruptJobError(f"the stored row of job {values['id']!r} cannot be read: {exc}") from exc
 
@@ -292,7 +303,7 @@ def salvage(row: JobRow, error: CorruptJobError) -> Job:
 
     Values that read as they should are kept; the others take their defaults (attempts
     0, the default retry policy, ``run_at`` 0, priority 0, no deadline, fencing token 0, no
-    enqueue time). ``last_error``
+    enqueue time, the default queue). ``last_error``
     becomes ``"CorruptJobError: …"``, followed by the row's own last error if it had one,
     so nothing is lost.
     """
@@ -326,6 +337,7 @@ def salvage(row: JobRow, error: CorruptJobError) -> Job:
         expires_after_s=_time_or_none(values["expires_after_s"]),
         fencing_token=token if _is_int(token := values["fencing_token"]) and token >= 0 else 0,
         enqueued_at=_time_or_none(values["enqueued_at"]),
+        queue=values["queue"] if isinstance(values["queue"], str) and values["queue"] else DEFAULT_QUEUE,
     )
 
 
