@@ -152,10 +152,9 @@ _TYPES = "AND type = ANY(%(types)b::text[])"
 _ONE_QUEUE = "AND queue = %(queue)s"
 _QUEUES = "AND queue = ANY(%(queues)b::text[])"
 SQL["claim_types"] = SQL["claim"].replace("/* types */", _TYPES)
-SQL["claim_queue"] = (
-    SQL["claim"].replace(PRIORITIES_IN_USE, QUEUE_PRIORITIES_IN_USE).replace("/* types */", _ONE_QUEUE)
-)
-SQL["claim_queue_types"] = SQL["claim_queue"].replace(_ONE_QUEUE, f"{_ONE_QUEUE} {_TYPES}")
+_ONE_QUEUE_CLAIM = SQL["claim"].replace(PRIORITIES_IN_USE, QUEUE_PRIORITIES_IN_USE)
+SQL["claim_queue"] = _ONE_QUEUE_CLAIM.replace("/* types */", _ONE_QUEUE)
+SQL["claim_queue_types"] = _ONE_QUEUE_CLAIM.replace("/* types */", f"{_ONE_QUEUE} {_TYPES}")
 SQL["claim_queues"] = SQL["claim"].replace("/* types */", _QUEUES)
 SQL["claim_queues_types"] = SQL["claim"].replace("/* types */", f"{_QUEUES} {_TYPES}")
 
