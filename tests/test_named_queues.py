@@ -1,0 +1,363 @@
+"""Named queues (issue 24), on every backend.
+
+- ``enqueue(..., queue="emails")`` stores the job's queue (``"default"`` without one); a bad
+  name is refused, naming it, and nothing is stored;
+- ``claim_many(limit, queues=[...])`` (and ``claim``, ``ack_and_claim``) takes only jobs of
+  those queues, in the usual claim order, combinable with ``types=``; the others keep
+  their places; an empty filter claims nothing;
+- a job keeps its queue through a retry, its death and a replay;
+- a :class:`Runner` given ``queues={"emails": 1, "reports": 2}`` runs each queue in slots of
+  its own: a backlog of slow reports does not hold up the e-mails, where one pool of three
+  slots does (on a manual clock: each job starts and ends at an exact time);
+- on PostgreSQL, a claim from one queue reads that queue's range of its own index
+  (``jobqueue_jobs_queue_claim``), never another queue's jobs (EXPLAIN); tables of an older
+  version gain the column, their jobs in ``"default"``.
+
+Each queue test runs on the in-memory queue, the DuckDB queue and PostgreSQL, on a manual clock.
+"""
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from jobqueue import InvalidSettingError, JobEvent, JobQueue, JobType, Lease, ManualClock, Runner, Worker
+from jobqueue.backends import duckdb as duckdb_backend
+from jobqueue.backends.contract import Queue, ack_then_claim, check_queues
+from jobqueue.backends.duckdb import DurableQueue
+from jobqueue.job import MAX_NAME_LENGTH
+
+T0 = 1_000.0
+
+
+@dataclass(frozen=True)
+class Mail:
+    n: int
+
+
+SEND_RECEIPT = JobType("send_receipt", Mail)
+RENDER_REPORT = JobType("render_report", Mail)
+
+
+@pytest.fixture(params=["memory", "duckdb", "postgres"])
+def queue(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queue]:
+    clock = ManualClock(T0)
+    if request.param == "memory":
+        yield JobQueue(clock=clock)
+    elif request.param == "duckdb":
+        with DurableQueue(tmp_path_factory.mktemp("queues") / "q.duckdb", clock=clock) as durable:
+            yield durable
+    else:
+        from jobqueue.backends.postgres import PostgresQueue
+
+        with PostgresQueue(request.getfixturevalue("pg_conninfo"), clock=clock) as postgres:
+            yield postgres
+
+
+def fill(queue: Queue) -> None:
+    """Six jobs in claim order: r1 e1 d1 r2 e2 d2 (reports, emails, default), one per second."""
+    clock = queue.clock
+    assert isinstance(clock, ManualClock)
+    for n in (1, 2):
+        queue.enqueue(RENDER_REPORT, Mail(n), id=f"r{n}", queue="reports")
+        clock.advance(1)
+        queue.enqueue(SEND_RECEIPT, Mail(n), id=f"e{n}", queue="emails")
+        clock.advance(1)
+        queue.enqueue(SEND_RECEIPT, Mail(n), id=f"d{n}")
+        clock.advance(1)
+
+
+def ids(leases: list[Lease]) -> list[str]:
+    return [lease.job.id for lease in leases]
+
+
+def test_a_claim_takes_only_the_named_queues_in_claim_order_and_the_others_keep_their_places(
+    queue: Queue,
+) -> None:
+    fill(queue)
+    assert {job.id: job.queue for job in queue.jobs()} == {
+        "r1": "reports",
+        "e1": "emails",
+        "d1": "default",
+        "r2": "reports",
+        "e2": "emails",
+        "d2": "default",
+    }
+    assert ids(queue.claim_many(10, queues=["emails"])) == ["e1", "e2"]
+    assert ids(queue.claim_many(1, queues={"reports", "default"})) == ["r1"]
+    lease = queue.claim(queues=("default",))
+    assert lease is not None and lease.job.id == "d1" and lease.job.queue == "default"
+    assert ids(queue.claim_many(10)) == ["r2", "d2"]  # no filter: every queue, in claim order
+
+
+def test_a_queue_filter_and_a_type_filter_combine(queue: Queue) -> None:
+    fill(queue)
+    queue.enqueue(RENDER_REPORT, Mail(3), id="r3", queue="emails")  # a report in the emails queue
+    assert ids(queue.claim_many(10, queues=["emails"], types=["render_report"])) == ["r3"]
+    assert ids(queue.claim_many(10, queues=["emails", "reports"], types=["send_receipt"])) == ["e1", "e2"]
+    assert ids(queue.claim_many(10, queues=["nobody"])) == []
+    assert ids(queue.claim_many(10, types=["render_report"])) == ["r1", "r2"]
+
+
+def test_an_empty_filter_claims_nothing_and_ack_and_claim_keeps_to_the_queues(queue: Queue) -> None:
+    fill(queue)
+    assert queue.claim_many(5, queues=[]) == []
+    (first,) = queue.claim_many(1, queues=["default"])
+    stale, claimed = ack_then_claim(queue, [first], 5, queues=["reports"])
+    assert (stale, ids(claimed)) == ([], ["r1", "r2"])
+    assert queue.get("d1") is None  # acked
+    own = getattr(queue, "ack_and_claim", None)
+    if own is not None:  # DuckDB's one transaction
+        stale, claimed = own(claimed, 5, queues=["emails"])
+        assert (stale, ids(claimed)) == ([], ["e1", "e2"])
+    assert len(queue) == (3 if own is not None else 5)  # six, less the acks
+
+
+def test_a_job_keeps_its_queue_through_a_retry_its_death_and_a_replay(queue: Queue) -> None:
+    queue.enqueue(SEND_RECEIPT, Mail(1), id="m", queue="emails")
+    lease = queue.claim()
+    assert lease is not None
+    assert queue.fail(lease, "smtp down").outcome == "retry"
+    assert isinstance(queue.clock, ManualClock)
+    queue.clock.advance(60)
+    assert queue.claim(queues=["default"]) is None
+    lease = queue.claim(queues=["emails"])
+    assert lease is not None and lease.job.attempts == 2
+    queue.fail(lease, "bounced", permanent=True)
+    [letter] = queue.dead_letters()
+    assert letter.job.queue == "emails"
+    assert queue.replay("m").queue == "emails"
+    lease = queue.claim(queues=["emails"])
+    assert lease is not None and lease.job.id == "m"
+
+
+def test_an_id_already_held_stays_in_its_own_queue(queue: Queue) -> None:
+    first = queue.enqueue(SEND_RECEIPT, Mail(1), id="m", queue="emails")
+    again = queue.enqueue(SEND_RECEIPT, Mail(2), id="m", queue="reports")
+    assert (first.queue, again.queue, again.payload) == ("emails", "emails", '{"n":1}')
+    assert queue.claim(queues=["reports"]) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("", "a queue name must be a non-empty str, got ''"),
+        (7, "a queue name must be a non-empty str, got 7"),
+        ("e" * (MAX_NAME_LENGTH + 1), f"a queue name must be at most {MAX_NAME_LENGTH} characters, got 256"),
+        ("mail\x00s", "a queue name cannot hold a NUL character"),
+    ],
+)
+def test_a_bad_queue_name_is_refused_naming_it_and_nothing_is_stored(
+    queue: Queue, name: object, message: str
+) -> None:
+    with pytest.raises(InvalidSettingError, match=message.replace("'", ".")):
+        queue.enqueue(SEND_RECEIPT, Mail(1), queue=name)  # type: ignore[arg-type]
+    with pytest.raises(InvalidSettingError, match=message.replace("'", ".")):
+        queue.enqueue_many(SEND_RECEIPT, [Mail(1), Mail(2)], queue=name)  # type: ignore[arg-type]
+    assert len(queue) == 0
+    with pytest.raises(InvalidSettingError, match=message.replace("'", ".")):
+        queue.claim_many(1, queues=[name])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("queues", "message"),
+    [
+        ("emails", "queues must be a collection of queue names, got 'emails'"),
+        (3, "queues must be a collection of queue names, got 3"),
+        (["emails", ""], "a queue name must be a non-empty str, got ''"),
+    ],
+)
+def test_a_bad_queue_filter_is_refused_naming_it(queues: object, message: str) -> None:
+    with pytest.raises(InvalidSettingError, match=message.replace("'", ".")):
+        check_queues(queues)  # type: ignore[arg-type]
+    with pytest.raises(InvalidSettingError, match=message.replace("'", ".")):
+        JobQueue(clock=ManualClock()).claim_many(1, queues=queues)  # type: ignore[arg-type]
+
+
+# -- a runner with a queue's own slots -----------------------------------------------------
+
+
+REPORT_S = 600.0
+"""How long a report takes, in seconds; an e-mail takes 1 s."""
+
+
+def run_for(queue: Queue, runner_settings: dict[str, object], seconds: float) -> list[JobEvent]:
+    """Six slow reports enqueued before three e-mails; run a Runner for ``seconds``, then stop it.
+
+    Returns the events of the jobs that ended by then (those given back at the stop left out).
+    """
+    clock = queue.clock
+    assert isinstance(clock, ManualClock)
+    for n in range(6):
+        queue.enqueue(RENDER_REPORT, Mail(n), id=f"report-{n}", queue="reports")
+    for n in range(3):
+        queue.enqueue(SEND_RECEIPT, Mail(n), id=f"email-{n}", queue="emails")
+
+    async def report(mail: Mail) -> None:
+        await clock.sleep(REPORT_S)
+
+    async def email(mail: Mail) -> None:
+        await clock.sleep(1)
+
+    worker = Worker(queue)
+    worker.register(RENDER_REPORT, report)
+    worker.register(SEND_RECEIPT, email)
+    runner = Runner(worker, prefetch=0, **runner_settings)  # type: ignore[arg-type]
+
+    async def scenario() -> list[JobEvent]:
+        task = asyncio.create_task(runner.run())
+        await clock.run_for(seconds)
+        runner.stop()
+        runner.stop()  # no grace: give the rest back
+        return await asyncio.wait_for(task, timeout=10)  # an outer bound, never reached when it works
+
+    return [event for event in asyncio.run(scenario()) if event.outcome == "done"]
+
+
+@pytest.fixture(params=["memory", "duckdb"])
+def local_queue(request: pytest.FixtureRequest) -> Iterator[Queue]:
+    clock = ManualClock(T0)
+    if request.param == "memory":
+        yield JobQueue(clock=clock, visibility_timeout_s=3600)
+    else:
+        with DurableQueue(":memory:", clock=clock, visibility_timeout_s=3600) as durable:
+            yield durable
+
+
+def test_one_pool_lets_a_backlog_of_slow_reports_starve_the_emails(local_queue: Queue) -> None:
+    done = run_for(local_queue, {"concurrency": 3}, 60)
+    assert done == []  # three reports hold the three slots for 600 s; the e-mails wait behind them
+
+
+def test_with_slots_per_queue_the_emails_run_beside_the_reports(local_queue: Queue) -> None:
+    done = run_for(local_queue, {"queues": {"emails": 1, "reports": 2}}, 60)
+    assert [(event.job_id, event.at) for event in done] == [
+        ("email-0", T0 + 1),
+        ("email-1", T0 + 2),
+        ("email-2", T0 + 3),
+    ]
+    leased = [job.id for job in local_queue.jobs() if job.leased_until is not None]
+    assert leased == []  # the stop gave the two running reports back
+    assert len(local_queue) == 6
+
+
+def test_a_runner_with_queues_leaves_other_queues_alone_and_sums_its_slots() -> None:
+    clock = ManualClock(T0)
+    queue = JobQueue(clock=clock)
+    queue.enqueue(SEND_RECEIPT, Mail(1), id="elsewhere", queue="billing")
+    worker = Worker(queue)
+
+    async def email(mail: Mail) -> None:
+        return None
+
+    worker.register(SEND_RECEIPT, email)
+    runner = Runner(worker, queues={"emails": 10, "reports": 2})
+    assert (runner.queues, runner.concurrency) == ({"emails": 10, "reports": 2}, 12)
+    assert asyncio.run(runner.run(until_idle=True)) == []
+    assert [job.id for job in queue.jobs()] == ["elsewhere"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"queues": {}}, "queues must map queue names to the jobs each runs at once"),
+        ({"queues": {"emails": 0}}, r"queues\['emails'\] must be an int >= 1, got 0"),
+        ({"queues": {"": 1}}, "a queue name must be a non-empty str"),
+        ({"queues": {"emails": 1}, "concurrency": 4}, "give a runner concurrency or queues, not both"),
+    ],
+)
+def test_bad_queue_settings_of_a_runner_are_refused_naming_them(
+    settings: dict[str, object], message: str
+) -> None:
+    worker = Worker(JobQueue(clock=ManualClock()))
+    with pytest.raises(InvalidSettingError, match=message):
+        Runner(worker, **settings)  # type: ignore[arg-type]
+
+
+# -- PostgreSQL: the claim from one queue reads that queue's index range ---------------------
+
+
+def test_postgres_a_claim_from_one_queue_reads_its_own_index_and_no_other_queues_jobs(
+    pg_conninfo: str,
+) -> None:
+    import psycopg
+
+    from jobqueue.backends.postgres import SQL, PostgresQueue
+
+    with PostgresQueue(pg_conninfo, clock=ManualClock(T0)) as queue:
+        for start in range(0, 20_000, 5_000):  # a backlog of reports, two priorities
+            batch = [Mail(n) for n in range(start, start + 5_000)]
+            queue.enqueue_many(RENDER_REPORT, batch, queue="reports", priority=start // 5_000 % 2)
+        queue.enqueue_many(SEND_RECEIPT, [Mail(n) for n in range(20)], queue="emails")
+        with psycopg.connect(pg_conninfo, autocommit=True) as con:
+            con.execute("ANALYZE jobqueue_jobs")
+            for statement, types in (("claim_queue", None), ("claim_queue_types", ["send_receipt"])):
+                plan = "\n".join(
+                    row[0]
+                    for row in con.execute(
+                        "EXPLAIN " + SQL[statement],
+                        {"now": T0 + 1, "until": T0 + 31, "limit": 10, "types": types, "queue": "emails"},
+                    )
+                )
+                # The priorities walk and the pick: both in the queue's own index, the queue
+                # an index condition (not a filter over other queues' rows); the pick
+                # returns the index's order, so nothing sorts the due jobs.
+                assert "jobqueue_jobs_claim " not in plan, plan
+                walk = plan[plan.index("CTE priorities") : plan.index("CTE due")]
+                assert "Index Only Scan using jobqueue_jobs_queue_claim" in walk, plan
+                assert "Index Cond: (queue = 'emails'::text)" in walk, plan
+                pick = plan[plan.index("CTE due") : plan.index("CTE picked")]
+                assert "Index Scan using jobqueue_jobs_queue_claim" in pick, plan
+                assert "Index Cond: ((queue = 'emails'::text) AND (priority = priorities" in pick, plan
+                assert "Sort" not in pick and "Seq Scan" not in plan, plan
+        leases = queue.claim_many(30, queues=["emails"])
+        assert sorted(lease.job.id for lease in leases) == sorted(
+            job.id for job in queue.jobs() if job.queue == "emails"
+        )
+        assert {lease.job.queue for lease in leases} == {"emails"}
+
+
+def test_postgres_tables_of_version_6_gain_the_queue_column_their_jobs_in_default(pg_conninfo: str) -> None:
+    import psycopg
+
+    from jobqueue.backends import postgres, sql
+
+    clock = ManualClock(T0)
+    with postgres.PostgresQueue(pg_conninfo, clock=clock) as queue:
+        queue.enqueue(SEND_RECEIPT, Mail(1), id="kept")
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:  # back to version 6
+        con.execute("DROP INDEX jobqueue_jobs_queue_claim")
+        con.execute("ALTER TABLE jobqueue_jobs DROP COLUMN queue")
+        con.execute("ALTER TABLE jobqueue_finished DROP COLUMN queue")
+        con.execute("UPDATE jobqueue_schema SET version = 6")
+    assert postgres.migrate(pg_conninfo) == [number for number, _ in sql.numbered_migrations(postgres.SQL, 6)]
+    with postgres.PostgresQueue(pg_conninfo, clock=clock) as queue:
+        lease = queue.claim(queues=["default"])
+        assert lease is not None and (lease.job.id, lease.job.queue) == ("kept", "default")
+    assert postgres.migrate(pg_conninfo) == []  # current: nothing to do
+
+
+def test_a_duckdb_file_of_version_7_gains_the_queue_column_its_jobs_in_default(tmp_path: Path) -> None:
+    path = tmp_path / "v7.duckdb"
+    clock = ManualClock(T0)
+    with DurableQueue(path, clock=clock) as queue:
+        queue.enqueue(SEND_RECEIPT, Mail(1), id="kept")
+        queue.enqueue(SEND_RECEIPT, Mail(2), id="dead")
+        lease = queue.claim_many(2)[1]
+        queue.fail(lease, "no", permanent=True)
+    with duckdb.connect(str(path)) as con:  # back to the tables of version 7
+        for table in ("jobqueue_jobs", "jobqueue_dead", "jobqueue_finished"):
+            con.execute(f"ALTER TABLE {table} DROP COLUMN queue")
+        con.execute("UPDATE jobqueue_schema SET version = 7")
+    with DurableQueue(path, clock=clock) as queue:
+        clock.advance(3600)
+        lease = queue.claim(queues=["default"])
+        assert lease is not None and (lease.job.id, lease.job.queue) == ("kept", "default")
+        assert [letter.job.queue for letter in queue.dead_letters()] == ["default"]
+    with duckdb.connect(str(path)) as con:
+        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [
+            (duckdb_backend.SCHEMA_VERSION,)
+        ]
