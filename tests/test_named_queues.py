@@ -361,3 +361,57 @@ def test_a_duckdb_file_of_version_7_gains_the_queue_column_its_jobs_in_default(t
         assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [
             (duckdb_backend.SCHEMA_VERSION,)
         ]
+
+
+# -- counts per queue: census, dashboard, jobqueue stats --------------------------------------
+
+
+def test_the_census_counts_each_queue_by_state_beside_each_type(queue: Queue) -> None:
+    from jobqueue.backends.contract import ShowsOverview
+    from jobqueue.census import QueueCounts
+    from jobqueue.cli import per_queue
+    from jobqueue.overview import snapshot
+
+    fill(queue)
+    assert isinstance(queue, ShowsOverview)
+    leases = queue.claim_many(2, queues=["emails", "reports"])  # r1, e1
+    queue.fail(leases[0], "no", permanent=True)  # r1 dead
+    census = queue.census()
+    assert census.by_queue == (
+        QueueCounts(queue="default", waiting=2),
+        QueueCounts(queue="emails", waiting=1, leased=1),
+        QueueCounts(queue="reports", waiting=1, dead=1),
+    )
+    assert [(counts.job_type, counts.waiting) for counts in census.by_type] == [
+        ("render_report", 1),
+        ("send_receipt", 3),
+    ]
+    assert snapshot(queue, where="here").to_json()["by_queue"] == [
+        {"queue": "default", "waiting": 2, "scheduled": 0, "leased": 0, "dead": 0},
+        {"queue": "emails", "waiting": 1, "scheduled": 0, "leased": 1, "dead": 0},
+        {"queue": "reports", "waiting": 1, "scheduled": 0, "leased": 0, "dead": 1},
+    ]
+    assert per_queue(census) == [
+        "queue default: 2 waiting, 0 scheduled, 0 leased, 0 dead",
+        "queue emails: 1 waiting, 0 scheduled, 1 leased, 0 dead",
+        "queue reports: 1 waiting, 0 scheduled, 0 leased, 1 dead",
+    ]
+
+
+def test_jobqueue_stats_adds_a_line_per_queue_only_once_a_job_names_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobqueue.cli import main
+
+    path = tmp_path / "q.duckdb"
+    with DurableQueue(path, clock=ManualClock(T0)) as queue:
+        queue.enqueue(SEND_RECEIPT, Mail(1))
+    assert main(["stats", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("dead letters")  # the figures alone
+    with DurableQueue(path, clock=ManualClock(T0)) as queue:
+        queue.enqueue(RENDER_REPORT, Mail(2), queue="reports")
+    assert main(["stats", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        "queue default: 1 waiting, 0 scheduled, 0 leased, 0 dead",
+        "queue reports: 1 waiting, 0 scheduled, 0 leased, 0 dead",
+    ]

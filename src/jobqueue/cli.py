@@ -52,11 +52,12 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
-from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, NamesServer, Queue
+from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, NamesServer, Queue, ShowsOverview
 from jobqueue.backends.duckdb import DurableQueue
+from jobqueue.census import STATES, Census
 from jobqueue.clock import SystemClock
 from jobqueue.errors import InvalidSettingError, QueueFileLockedError, StorageError
-from jobqueue.job import check_count, check_positive_seconds
+from jobqueue.job import DEFAULT_QUEUE, check_count, check_positive_seconds
 from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
 from jobqueue.runner import DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
 from jobqueue.worker import DEFAULT_TIMEOUT_S, JobEvent, Worker
@@ -274,6 +275,9 @@ def _stats(args: argparse.Namespace) -> int:
     try:
         with open_queue(args.file, transaction_pooler=args.transaction_pooler) as queue:
             print(queue.metrics(args.window))
+            if isinstance(queue, ShowsOverview):
+                for line in per_queue(queue.census()):
+                    print(line)
         return 0
     except QueueFileLockedError:
         path = stats_path(args.file)
@@ -284,6 +288,23 @@ def _stats(args: argparse.Namespace) -> int:
         print(f"(the file is held by worker {report.pid}; its figures from {age_s:.0f} s ago)")
         print(report.metrics)
         return 0
+
+
+def per_queue(census: Census) -> list[str]:
+    """A line per named queue with its counts by state, or none while every job is in ``"default"``.
+
+    ``jobqueue stats`` prints them below the figures: ``queue emails: 3 waiting, 0 scheduled,
+    1 leased, 0 dead`` (``~`` before an estimated count).
+    """
+    if all(counts.queue == DEFAULT_QUEUE for counts in census.by_queue):
+        return []
+    return [
+        f"queue {counts.queue}: "
+        + ", ".join(
+            f"{'~' if state in census.estimated else ''}{counts.count(state)} {state}" for state in STATES
+        )
+        for counts in census.by_queue
+    ]
 
 
 def _dead(args: argparse.Namespace) -> int:

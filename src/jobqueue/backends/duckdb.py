@@ -74,7 +74,7 @@ from jobqueue.backends.rows import (
     stored_values,
 )
 from jobqueue.backends.sqlqueue import QueueOptions, SqlQueue
-from jobqueue.census import EXACT_UP_TO, Census, tally
+from jobqueue.census import EXACT_UP_TO, Census, tally_by_queue
 from jobqueue.errors import (
     CorruptJobError,
     InvalidSettingError,
@@ -591,7 +591,14 @@ class DurableQueue(SqlQueue):
             now = self.clock.now()
             rows = con.execute(SQL["census"], {"now": now}).fetchall()
             oldest = con.execute(SQL["oldest_waiting"], {"now": now}).fetchall()[0][0]
-        return Census(at=now, by_type=tally(rows), estimated=frozenset(), oldest_waiting_age_s=float(oldest))
+        by_type, by_queue = tally_by_queue(rows)
+        return Census(
+            at=now,
+            by_type=by_type,
+            by_queue=by_queue,
+            estimated=frozenset(),
+            oldest_waiting_age_s=float(oldest),
+        )
 
 
 def _filter(types: JobTypes, queues: QueueNames) -> _Filter:

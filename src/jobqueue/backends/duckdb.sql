@@ -323,9 +323,9 @@ DELETE FROM jobqueue_outcomes WHERE second < $before;
 
 -- name: census
 SELECT CASE WHEN leased_until > $now THEN 'leased' WHEN visible_at > $now THEN 'scheduled' ELSE 'waiting' END,
-       type, count(*)
+       queue, type, count(*)
 FROM jobqueue_jobs GROUP BY ALL
-UNION ALL SELECT 'dead', type, count(*) FROM jobqueue_dead GROUP BY type;
+UNION ALL SELECT 'dead', queue, type, count(*) FROM jobqueue_dead GROUP BY queue, type;
 
 -- name: oldest_waiting
 SELECT coalesce(max($now - visible_at), 0.0) FROM jobqueue_jobs WHERE visible_at <= $now;

@@ -42,7 +42,7 @@ from jobqueue.backends.contract import (
     check_types,
 )
 from jobqueue.backoff import RandomFn
-from jobqueue.census import EXACT_UP_TO, Census, live_state, tally
+from jobqueue.census import EXACT_UP_TO, Census, live_state, tally_by_queue
 from jobqueue.clock import Clock
 from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, StaleLeaseError
 from jobqueue.job import (
@@ -704,11 +704,16 @@ class JobQueue:
         """
         check_count("exact_up_to", exact_up_to)
         now = self.clock.now()
-        rows = [(live_state(job, now), job.type, 1) for job in self._jobs.values()]
-        rows += [("dead", letter.job.type, 1) for letter in self._dead.values()]
+        rows = [(live_state(job, now), job.queue, job.type, 1) for job in self._jobs.values()]
+        rows += [("dead", letter.job.queue, letter.job.type, 1) for letter in self._dead.values()]
         ages = [now - job.visible_at() for job in self._jobs.values() if live_state(job, now) == "waiting"]
+        by_type, by_queue = tally_by_queue(rows)
         return Census(
-            at=now, by_type=tally(rows), estimated=frozenset(), oldest_waiting_age_s=max(ages, default=0.0)
+            at=now,
+            by_type=by_type,
+            by_queue=by_queue,
+            estimated=frozenset(),
+            oldest_waiting_age_s=max(ages, default=0.0),
         )
 
     def leased_jobs(self, limit: int) -> list[Job]:

@@ -80,7 +80,7 @@ from jobqueue.backends.rows import (
     stored_values,
 )
 from jobqueue.backends.sqlqueue import QueueOptions, SqlQueue
-from jobqueue.census import EXACT_UP_TO, Census, State, tally
+from jobqueue.census import EXACT_UP_TO, Census, State, tally_by_queue
 from jobqueue.clock import ManualClock, ServerClock
 from jobqueue.errors import (
     CorruptJobError,
@@ -858,7 +858,14 @@ class PostgresQueue(SqlQueue):
                 rows = [row for row in rows if row[0] not in estimated]
                 rows += [row for row in sampled if row[0] in estimated]
             oldest = con.execute(SQL["oldest_waiting"], {"now": now}).fetchall()[0][0]
-        return Census(at=now, by_type=tally(rows), estimated=estimated, oldest_waiting_age_s=float(oldest))
+        by_type, by_queue = tally_by_queue(rows)
+        return Census(
+            at=now,
+            by_type=by_type,
+            by_queue=by_queue,
+            estimated=estimated,
+            oldest_waiting_age_s=float(oldest),
+        )
 
 
 def _claim_statement(typed: bool, queues: frozenset[str] | None) -> tuple[str, list[str] | None]:
@@ -1161,7 +1168,7 @@ def _overflowing(rows: Sequence[Sequence[Any]], exact_up_to: int) -> frozenset[S
     """The states of the ranges in which ``census_bounded`` found more than ``exact_up_to`` jobs."""
     over: set[State] = set()
     for states in _RANGES:
-        if sum(row[2] for row in rows if row[0] in states) > exact_up_to:
+        if sum(row[3] for row in rows if row[0] in states) > exact_up_to:
             over |= states
     return frozenset(over)
 

@@ -478,19 +478,19 @@ DELETE FROM jobqueue_outcomes WHERE second < %(before)s;
 -- index's order, so the planner reads the index even where enable_seqscan is on (behind a
 -- transaction pooler): a sequential scan would read every job to find a few leased ones.
 WITH waiting AS (
-    SELECT type FROM jobqueue_jobs WHERE died_at IS NULL AND visible_at <= %(now)s
+    SELECT queue, type FROM jobqueue_jobs WHERE died_at IS NULL AND visible_at <= %(now)s
     ORDER BY priority DESC, visible_at, serial LIMIT %(bound)s
 ), later AS (
-    SELECT type, leased_until > %(now)s AS leased FROM jobqueue_jobs
+    SELECT queue, type, leased_until > %(now)s AS leased FROM jobqueue_jobs
     WHERE died_at IS NULL AND visible_at > %(now)s ORDER BY priority DESC, visible_at, serial LIMIT %(bound)s
 ), dead AS (
-    SELECT type FROM jobqueue_jobs WHERE died_at IS NOT NULL ORDER BY died_at, id LIMIT %(bound)s
+    SELECT queue, type FROM jobqueue_jobs WHERE died_at IS NOT NULL ORDER BY died_at, id LIMIT %(bound)s
 )
-SELECT 'waiting', type, count(*) FROM waiting GROUP BY type
+SELECT 'waiting', queue, type, count(*) FROM waiting GROUP BY queue, type
 UNION ALL
-SELECT CASE WHEN leased THEN 'leased' ELSE 'scheduled' END, type, count(*) FROM later GROUP BY 1, 2
+SELECT CASE WHEN leased THEN 'leased' ELSE 'scheduled' END, queue, type, count(*) FROM later GROUP BY 1, 2, 3
 UNION ALL
-SELECT 'dead', type, count(*) FROM dead GROUP BY type;
+SELECT 'dead', queue, type, count(*) FROM dead GROUP BY queue, type;
 
 -- name: table_pages
 -- The table's size in pages now, and its rows per page at the last ANALYZE (0 before one).
@@ -503,8 +503,8 @@ FROM pg_class WHERE oid = 'jobqueue_jobs'::regclass;
 -- each page taken or not at random, so each count times 100 / percent estimates the whole table).
 SELECT CASE WHEN died_at IS NOT NULL THEN 'dead' WHEN leased_until > %(now)s THEN 'leased'
             WHEN visible_at > %(now)s THEN 'scheduled' ELSE 'waiting' END,
-       type, count(*) * 100.0 / %(percent)s
-FROM jobqueue_jobs TABLESAMPLE SYSTEM (%(percent)s) GROUP BY 1, 2;
+       queue, type, count(*) * 100.0 / %(percent)s
+FROM jobqueue_jobs TABLESAMPLE SYSTEM (%(percent)s) GROUP BY 1, 2, 3;
 
 -- name: oldest_waiting
 -- The oldest due job of each priority, the first entry of its range in the claim index: the
