@@ -415,3 +415,40 @@ def test_jobqueue_stats_adds_a_line_per_queue_only_once_a_job_names_one(
         "queue default: 1 waiting, 0 scheduled, 0 leased, 0 dead",
         "queue reports: 1 waiting, 0 scheduled, 0 leased, 0 dead",
     ]
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--queues", "emails"], "argument --queues: expected queue=slots"),
+        (["--queues", "emails=0"], "argument --queues: expected queue=slots"),
+        (["--queues", "=2"], "argument --queues: expected queue=slots"),
+        (["--queues", "emails=2", "--concurrency", "3"], "--concurrency and --queues do not go together"),
+    ],
+)
+def test_bad_worker_queues_exit_2_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str], message: str
+) -> None:
+    from jobqueue.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["worker", str(tmp_path / "q.duckdb"), "--handlers", HANDLERS, "--burst", "--create", *option])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+HANDLERS = "jobqueue.examples.shop_worker:register"
+
+
+def test_a_burst_worker_with_queues_runs_those_queues_and_leaves_the_others(tmp_path: Path) -> None:
+    from jobqueue.cli import main
+    from jobqueue.examples.shop import SEND_RECEIPT as SHOP_RECEIPT
+    from jobqueue.examples.shop import ReceiptPayload
+
+    path = tmp_path / "q.duckdb"
+    with DurableQueue(path) as queue:
+        for n, name in enumerate(["emails", "emails", "reports"]):
+            queue.enqueue(SHOP_RECEIPT, ReceiptPayload(order_id=n, email=f"{n}@example.com"), queue=name)
+    assert main(["worker", str(path), "--handlers", HANDLERS, "--burst", "--queues", "emails=2"]) == 0
+    with DurableQueue(path) as queue:
+        assert [job.queue for job in queue.jobs()] == ["reports"]

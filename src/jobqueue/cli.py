@@ -3,6 +3,7 @@
 Run as ``jobqueue …`` (installed with the package) or ``python -m jobqueue …``::
 
     jobqueue worker shop.db --handlers jobqueue.examples.shop_worker:register --concurrency 20
+    jobqueue worker shop.db --handlers jobqueue.examples.shop_worker:register --queues emails=10,reports=2
     jobqueue stats shop.db
     jobqueue dead shop.db
     jobqueue replay shop.db receipt-1001        # or: --all
@@ -57,7 +58,7 @@ from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.census import STATES, Census
 from jobqueue.clock import SystemClock
 from jobqueue.errors import InvalidSettingError, QueueFileLockedError, StorageError
-from jobqueue.job import DEFAULT_QUEUE, check_count, check_positive_seconds
+from jobqueue.job import DEFAULT_QUEUE, check_count, check_positive_seconds, check_queue_name
 from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
 from jobqueue.runner import DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
 from jobqueue.worker import DEFAULT_TIMEOUT_S, JobEvent, Worker
@@ -89,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not is_url(args.file) and not Path(args.file).exists() and not getattr(args, "create", False):
         hint = " (add --create to start a new queue)" if args.run is _worker else ""
         command.error(f"no queue file {args.file!r}{hint}")
+    if args.run is _worker and args.queues is not None and args.concurrency is not None:
+        command.error("--concurrency and --queues do not go together: --queues gives each queue its slots")
     if args.run is _worker and args.heartbeat >= args.visibility_timeout:
         command.error(
             f"--heartbeat ({args.heartbeat:g} s) must be below --visibility-timeout"
@@ -161,6 +164,20 @@ def count(text: str, *, least: int = 1) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}") from None
 
 
+def queue_slots(text: str) -> dict[str, int]:
+    """Parse ``emails=10,reports=2``: the named queues a worker runs and the slots of each."""
+    slots: dict[str, int] = {}
+    for part in text.split(","):
+        name, _, number = part.partition("=")
+        try:
+            slots[check_queue_name(name.strip())] = count(number.strip())
+        except (ValueError, argparse.ArgumentTypeError):
+            raise argparse.ArgumentTypeError(
+                f"expected queue=slots[,queue=slots...] (e.g. emails=10,reports=2), got {text!r}"
+            ) from None
+    return slots
+
+
 def port(text: str) -> int:
     """Parse a command-line TCP port, 1 to 65535 (argparse names the option on error)."""
     number = count(text)
@@ -203,6 +220,7 @@ def _worker(args: argparse.Namespace) -> int:
         runner = Runner(
             worker,
             concurrency=args.concurrency,
+            queues=args.queues,
             poll_s=args.poll,
             grace_s=args.grace,
             prefetch=args.prefetch,
@@ -439,7 +457,16 @@ def _parser() -> argparse.ArgumentParser:
         help="function that registers handlers on a Worker, e.g. jobqueue.examples.shop_worker:register",
     )
     worker.add_argument("--create", action="store_true", help="create FILE if it does not exist")
-    worker.add_argument("--concurrency", type=count, default=DEFAULT_CONCURRENCY, help="jobs at once")
+    worker.add_argument(
+        "--concurrency", type=count, default=None, help=f"jobs at once (default {DEFAULT_CONCURRENCY})"
+    )
+    worker.add_argument(
+        "--queues",
+        type=queue_slots,
+        default=None,
+        metavar="QUEUE=SLOTS,...",
+        help="run only these named queues, each with its own slots, e.g. emails=10,reports=2",
+    )
     worker.add_argument(
         "--prefetch",
         type=partial(count, least=0),
