@@ -217,31 +217,37 @@ def run_for(queue: Queue, runner_settings: dict[str, object], seconds: float) ->
     return [event for event in asyncio.run(scenario()) if event.outcome == "done"]
 
 
-@pytest.fixture(params=["memory", "duckdb"])
-def local_queue(request: pytest.FixtureRequest) -> Iterator[Queue]:
+@pytest.fixture(params=["memory", "duckdb", "postgres"])
+def runner_queue(request: pytest.FixtureRequest) -> Iterator[Queue]:
     clock = ManualClock(T0)
     if request.param == "memory":
         yield JobQueue(clock=clock, visibility_timeout_s=3600)
-    else:
+    elif request.param == "duckdb":
         with DurableQueue(":memory:", clock=clock, visibility_timeout_s=3600) as durable:
             yield durable
+    else:
+        from jobqueue.backends.postgres import PostgresQueue
+
+        conninfo = request.getfixturevalue("pg_conninfo")
+        with PostgresQueue(conninfo, clock=clock, visibility_timeout_s=3600) as postgres:
+            yield postgres
 
 
-def test_one_pool_lets_a_backlog_of_slow_reports_starve_the_emails(local_queue: Queue) -> None:
-    done = run_for(local_queue, {"concurrency": 3}, 60)
+def test_one_pool_lets_a_backlog_of_slow_reports_starve_the_emails(runner_queue: Queue) -> None:
+    done = run_for(runner_queue, {"concurrency": 3}, 60)
     assert done == []  # three reports hold the three slots for 600 s; the e-mails wait behind them
 
 
-def test_with_slots_per_queue_the_emails_run_beside_the_reports(local_queue: Queue) -> None:
-    done = run_for(local_queue, {"queues": {"emails": 1, "reports": 2}}, 60)
+def test_with_slots_per_queue_the_emails_run_beside_the_reports(runner_queue: Queue) -> None:
+    done = run_for(runner_queue, {"queues": {"emails": 1, "reports": 2}}, 60)
     assert [(event.job_id, event.at) for event in done] == [
         ("email-0", T0 + 1),
         ("email-1", T0 + 2),
         ("email-2", T0 + 3),
     ]
-    leased = [job.id for job in local_queue.jobs() if job.leased_until is not None]
+    leased = [job.id for job in runner_queue.jobs() if job.leased_until is not None]
     assert leased == []  # the stop gave the two running reports back
-    assert len(local_queue) == 6
+    assert len(runner_queue) == 6
 
 
 def test_a_runner_with_queues_leaves_other_queues_alone_and_sums_its_slots() -> None:
@@ -452,3 +458,41 @@ def test_a_burst_worker_with_queues_runs_those_queues_and_leaves_the_others(tmp_
     assert main(["worker", str(path), "--handlers", HANDLERS, "--burst", "--queues", "emails=2"]) == 0
     with DurableQueue(path) as queue:
         assert [job.queue for job in queue.jobs()] == ["reports"]
+
+
+def test_when_one_queues_lane_fails_the_runner_stops_the_others_and_raises() -> None:
+    clock = ManualClock(T0)
+    queue = JobQueue(clock=clock)
+    queue.enqueue(SEND_RECEIPT, Mail(1), id="slow", queue="emails")
+    started: list[str] = []
+    claim_many = queue.claim_many
+
+    def broken(limit: int, *, types: object = None, queues: object = None) -> list[Lease]:
+        if queues == ["reports"] and clock.now() >= T0 + 5:
+            raise OSError("disk full")
+        return claim_many(limit, types=types, queues=queues)  # type: ignore[arg-type]
+
+    queue.claim_many = broken  # type: ignore[method-assign]
+
+    async def email(mail: Mail) -> None:
+        started.append("slow")
+        try:
+            await clock.sleep(3600)
+        except asyncio.CancelledError:
+            started.append("cancelled")
+            raise
+
+    worker = Worker(queue)
+    worker.register(SEND_RECEIPT, email)
+    runner = Runner(worker, queues={"emails": 1, "reports": 1}, prefetch=0)
+
+    async def scenario() -> list[str]:
+        task = asyncio.create_task(runner.run())
+        await clock.run_for(10)
+        with pytest.raises(OSError, match="disk full"):
+            await asyncio.wait_for(task, timeout=10)  # an outer bound, never reached when it works
+        return list(started)  # before asyncio.run cancels what is left: the lanes stopped already
+
+    assert asyncio.run(scenario()) == ["slow", "cancelled"]
+    (job,) = queue.jobs()
+    assert job.leased_until is not None  # cancelled with the failing queue: its lease left to run out
