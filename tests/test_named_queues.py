@@ -322,6 +322,19 @@ def test_postgres_a_claim_from_one_queue_reads_its_own_index_and_no_other_queues
             job.id for job in queue.jobs() if job.queue == "emails"
         )
         assert {lease.job.queue for lease in leases} == {"emails"}
+        # The plan the queue's own connection keeps for that claim (one plan for any queue
+        # name: generic_plans) reads the same index.
+        from test_postgres import cached_plans
+
+        own = queue._own()
+        assert own is not None
+        [kept] = [
+            plan
+            for text, plan in cached_plans(own).items()
+            if "queue = $" in text and "WITH RECURSIVE" in text
+        ]
+        assert any(line.startswith("->  Index Scan using jobqueue_jobs_queue_claim") for line in kept), kept
+        assert not any("jobqueue_jobs_claim " in line for line in kept), kept
 
 
 def test_postgres_tables_of_version_6_gain_the_queue_column_their_jobs_in_default(pg_conninfo: str) -> None:
