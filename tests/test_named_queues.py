@@ -507,3 +507,18 @@ def test_when_one_queues_lane_fails_the_runner_stops_the_others_and_raises() -> 
     assert asyncio.run(scenario()) == ["slow", "cancelled"]
     (job,) = queue.jobs()
     assert job.leased_until is not None  # cancelled with the failing queue: its lease left to run out
+
+
+def test_the_notebook_view_lists_the_jobs_by_queue() -> None:
+    from jobqueue.overview import snapshot
+    from jobqueue.teaching.dashboard_view import tables_html
+
+    queue = JobQueue(clock=ManualClock(T0))
+    queue.enqueue(SEND_RECEIPT, Mail(1), queue="emails")
+    queue.enqueue(RENDER_REPORT, Mail(2), queue="<reports>")
+    text = tables_html(snapshot(queue, where="x"))
+    cells = "".join(
+        f"<td style='padding-right:12px'>{value}</td>" for value in ("emails", "1", "0", "0", "0")
+    )
+    assert cells in text
+    assert "&lt;reports&gt;" in text and "<reports>" not in text
