@@ -116,6 +116,10 @@ UPDATE jobqueue_schema SET version = 6;
 -- in; jobs enqueued before are in 'default' (a column with a constant default rewrites no
 -- row). A claim from one queue reads jobqueue_jobs_queue_claim: the claim index with the
 -- queue first, so it walks that queue's priorities and due jobs and never another queue's.
+-- Its price: every enqueue and every claim writes one index entry more (WAL measured: an
+-- enqueue of 1,000 jobs 336 -> 437 kB, 10 claims of 100 + acks 543 -> 644 kB); an index
+-- that left out the queue 'default' would spare queues that name none, but then a claim
+-- from 'default' alone would read the other queues' due jobs.
 -- (Numbered 9: 7 and 8 are other changes'.)
 ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS queue text NOT NULL DEFAULT 'default';
 ALTER TABLE jobqueue_finished ADD COLUMN IF NOT EXISTS queue text NOT NULL DEFAULT 'default';
