@@ -522,3 +522,20 @@ def test_the_notebook_view_lists_the_jobs_by_queue() -> None:
     )
     assert cells in text
     assert "&lt;reports&gt;" in text and "<reports>" not in text
+
+
+def test_job_changed_is_replace_without_the_init_and_refuses_an_unknown_field() -> None:
+    from dataclasses import fields, replace
+
+    from jobqueue import Job
+
+    job = Job(id="j", type="t", payload="{}", priority=3, enqueued_at=5.0, queue="emails")
+    changes = {"attempts": 2, "leased_until": 40.0, "leased_at": 10.0, "fencing_token": 9}
+    changed = job.changed(**changes)
+    assert [getattr(changed, f.name) for f in fields(Job)] == [
+        getattr(replace(job, **changes), f.name)
+        for f in fields(Job)  # type: ignore[arg-type]
+    ]
+    assert job.attempts == 0  # the original is left as it was
+    with pytest.raises(InvalidSettingError, match=r"a job has no field \['queues'\]"):
+        job.changed(queues="emails")

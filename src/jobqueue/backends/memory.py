@@ -256,16 +256,13 @@ class JobQueue:
         check_count("limit", limit)
         wanted = check_types(types)
         names = check_queues(queues)
+        if wanted == frozenset() or names == frozenset():
+            return []
         now = self.clock.now()
         self._promote(now)
         leases: list[Lease] = []
         passed: list[tuple[_Due, _Fifo | list[_Due]]] = []
-        while (
-            len(leases) < limit
-            and wanted != frozenset()
-            and names != frozenset()
-            and (popped := self._pop_due(now, names)) is not None
-        ):
+        while len(leases) < limit and (popped := self._pop_due(now, names)) is not None:
             job_id = popped[0][3]
             job = self._jobs[job_id]
             if wanted is not None and job.type not in wanted:
@@ -288,8 +285,8 @@ class JobQueue:
         """Lease the due ``job`` (its entries already stale): an attempt more, hidden for the lease."""
         until = now + self.visibility_timeout_s
         serial = next(self._lease_serial)  # also the fencing token: never handed out again
-        leased = replace(
-            job, attempts=job.attempts + 1, leased_until=until, leased_at=now, fencing_token=serial
+        leased = job.changed(
+            attempts=job.attempts + 1, leased_until=until, leased_at=now, fencing_token=serial
         )
         token = f"lease-{serial}"
         self._tokens[job.id] = token
@@ -623,15 +620,16 @@ class JobQueue:
         """
         best: _Due | None = None
         source: _Fifo | list[_Due] | None = None
-        for name, heap in self._ready.items():
-            if names is not None and name not in names:
-                continue
+        heaps = self._ready.items()
+        fifos = list(self._fresh.items())
+        if names is not None:
+            heaps = {name: heap for name, heap in heaps if name in names}.items()
+            fifos = [(key, fifo) for key, fifo in fifos if key[0] in names]
+        for _, heap in heaps:
             top = self._top(heap)
             if top is not None and (best is None or top < best):
                 best, source = top, heap
-        for key, fifo in list(self._fresh.items()):
-            if names is not None and key[0] not in names:
-                continue
+        for key, fifo in fifos:
             head = self._head(fifo)
             if head is None:
                 del self._fresh[key]
