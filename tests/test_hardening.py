@@ -182,7 +182,7 @@ def test_bad_data_from_upstream_is_transient(error: BaseException) -> None:
 
 @pytest.mark.parametrize(
     "error",
-    [jq.PermanentJobError("bad address"), jq.PayloadError("bad"), jq.UnknownJobTypeError("x")],
+    [jq.PermanentJobError("bad address"), jq.PayloadError("bad")],
     ids=lambda error: type(error).__name__,
 )
 def test_what_the_package_calls_permanent_stays_permanent(error: BaseException) -> None:
@@ -510,7 +510,26 @@ def test_a_corrupt_queue_file_is_named(tmp_path: Path, clock: jq.ManualClock) ->
 
 # -- the row check: one fast pass for the usual row, the same verdicts as value by value --------
 
-GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, None, None, 7, 5.0, None)
+GOOD_ROW = (
+    "j1",
+    "t",
+    '{"n": 1}',
+    1,
+    3,
+    1.0,
+    60.0,
+    10.0,
+    40.0,
+    10.0,
+    None,
+    0,
+    None,
+    None,
+    7,
+    5.0,
+    None,
+    "default",
+)
 
 
 @pytest.mark.parametrize(
@@ -532,6 +551,8 @@ GOOD_ROW = ("j1", "t", '{"n": 1}', 1, 3, 1.0, 60.0, 10.0, 40.0, 10.0, None, 0, N
         ("priority", True),
         ("fencing_token", -1),
         ("fencing_token", 1.0),
+        ("queue", ""),
+        ("queue", None),
         ("priority", jq.PRIORITY_LIMIT + 1),
         ("expires_at", float("-inf")),
         ("expires_after_s", "60"),
@@ -556,6 +577,7 @@ def test_a_row_with_one_bad_value_is_refused_naming_it(column: str, bad: object)
         {"run_at": 10, "leased_until": 40, "leased_at": 10},  # whole seconds stored as ints
         {"last_error": "ValueError: boom", "priority": -3, "expires_at": 70.0, "expires_after_s": 60},
         {"enqueued_at": None},  # a row stored before the queue recorded enqueue times
+        {"queue": "emails"},
     ],
 )
 def test_a_readable_row_gives_the_job_its_values_make(changes: dict[str, object]) -> None:
@@ -577,6 +599,7 @@ def test_a_readable_row_gives_the_job_its_values_make(changes: dict[str, object]
         priority=values["priority"],  # type: ignore[arg-type]
         expires_at=values["expires_at"],  # type: ignore[arg-type]
         expires_after_s=values["expires_after_s"],  # type: ignore[arg-type]
+        queue=values["queue"],  # type: ignore[arg-type]
     )
     assert type(job.run_at) is float
     assert job.fencing_token == 7  # not compared by ==

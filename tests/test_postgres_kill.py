@@ -92,8 +92,8 @@ def worker() -> None:
     queue = PostgresQueue(url, clock=SystemClock(), visibility_timeout_s=timeout_s)
     claim_many = queue.claim_many
 
-    def logged_claim_many(limit, *, types=None):
-        leases = claim_many(limit, types=types)
+    def logged_claim_many(limit, *, types=None, queues=None):
+        leases = claim_many(limit, types=types, queues=queues)
         with log.cursor() as cur:
             cur.executemany(
                 "INSERT INTO kill_claims VALUES (%s, %s, %s, %s, %s)",

@@ -32,7 +32,7 @@ from jobqueue import (
     SystemClock,
     Worker,
 )
-from jobqueue.backends.contract import JobTypes
+from jobqueue.backends.contract import JobTypes, QueueNames
 from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.runner import ACK_GROUP_S, DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
 
@@ -88,9 +88,9 @@ class Scene:
         self.looks: list[float] = []
         claim_many = self.queue.claim_many
 
-        def looking(limit: int, *, types: JobTypes = None) -> list[Lease]:
+        def looking(limit: int, *, types: JobTypes = None, queues: QueueNames = None) -> list[Lease]:
             self.looks.append(self.clock.now())
-            return claim_many(limit, types=types)
+            return claim_many(limit, types=types, queues=queues)
 
         self.queue.claim_many = looking  # type: ignore[method-assign]
 
@@ -399,8 +399,8 @@ def test_with_prefetch_the_runner_claims_again_only_once_fewer_than_concurrency_
     claimed: list[tuple[float, int, int]] = []
     claim_many = scene.queue.claim_many
 
-    def counting(limit: int, *, types: JobTypes = None) -> list[Lease]:
-        leases = claim_many(limit, types=types)
+    def counting(limit: int, *, types: JobTypes = None, queues: QueueNames = None) -> list[Lease]:
+        leases = claim_many(limit, types=types, queues=queues)
         claimed.append((clock.now(), limit, len(leases)))
         return leases
 
@@ -551,10 +551,10 @@ def test_when_the_queue_fails_the_runner_stops_its_jobs_and_raises() -> None:
     clock = manual(scene)
     claim_many = scene.queue.claim_many
 
-    def broken(limit: int, *, types: JobTypes = None) -> list[Lease]:
+    def broken(limit: int, *, types: JobTypes = None, queues: QueueNames = None) -> list[Lease]:
         if clock.now() >= 5:
             raise OSError("disk full")
-        return claim_many(limit, types=types)
+        return claim_many(limit, types=types, queues=queues)
 
     scene.queue.claim_many = broken  # type: ignore[method-assign]
     left_running: list[int] = []

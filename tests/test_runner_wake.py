@@ -11,7 +11,7 @@
 import asyncio
 
 from jobqueue import JobQueue, Lease, ManualClock, QueueUnavailableError, Worker
-from jobqueue.backends.contract import JobTypes
+from jobqueue.backends.contract import JobTypes, QueueNames
 from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 from jobqueue.runner import UNAVAILABLE_PAUSE_S, Runner
 
@@ -68,10 +68,10 @@ def test_a_runner_waits_out_an_unavailable_queue_and_carries_on() -> None:
         claim_many = queue.claim_many
         down = [2.0, 3.5]  # the server is away from t=2 to t=3.5
 
-        def flaky(limit: int, *, types: JobTypes = None) -> list[Lease]:
+        def flaky(limit: int, *, types: JobTypes = None, queues: QueueNames = None) -> list[Lease]:
             if down[0] <= clock.now() < down[1]:
                 raise QueueUnavailableError("cannot reach PostgreSQL at db:5432, database shop")
-            return claim_many(limit, types=types)
+            return claim_many(limit, types=types, queues=queues)
 
         queue.claim_many = flaky  # type: ignore[method-assign]
 

@@ -4,8 +4,9 @@ A job that is not done is in one of four states at time ``now`` (seconds on the 
 clock): *waiting* (a worker could claim it now), *scheduled* (waiting out a retry delay or
 a release's delay), *leased* (held by a worker under an unexpired lease) or *dead* (in the
 dead letters). The same states as :class:`~jobqueue.metrics.QueueMetrics`, counted per job
-type, as Sidekiq's and Oban's web dashboards split their counts. A fifth count, *cancelled*,
-is of the cancelled jobs the queue keeps (``queue.cancel``; kept a day at least).
+type and per named queue, as Sidekiq's and Oban's web dashboards split their counts. A fifth
+count, *cancelled*, is of the cancelled jobs the queue keeps (``queue.cancel``; kept a day at
+least).
 
 On a big table, counting every row on each refresh costs more than a dashboard may (a
 PostgreSQL count of 1,000,000 jobs took about 150 ms here): a queue may then count a state
@@ -56,6 +57,31 @@ class TypeCounts:
 
 
 @dataclass(frozen=True, kw_only=True)
+class QueueCounts:
+    """The jobs of one named queue in each state (as :class:`TypeCounts` for a job type).
+
+    Attributes:
+        queue: the queue's name (:attr:`~jobqueue.job.Job.queue`).
+        waiting, scheduled, leased, dead: how many jobs of the queue are in that state.
+        cancelled: how many cancelled jobs of the queue the queue keeps.
+
+    Introduced with named queues (issue 24).
+    """
+
+    queue: str
+    waiting: int = 0
+    scheduled: int = 0
+    leased: int = 0
+    dead: int = 0
+    cancelled: int = 0
+
+    def count(self, state: State) -> int:
+        """The jobs of this queue in ``state``."""
+        value: int = getattr(self, state)
+        return value
+
+
+@dataclass(frozen=True, kw_only=True)
 class Census:
     """The jobs of a queue by type and state at time ``at`` (seconds on the queue's clock).
 
@@ -67,12 +93,15 @@ class Census:
         oldest_waiting_age_s: how long the longest-waiting claimable job has been
             claimable, in seconds; ``0.0`` when none is waiting (as
             :attr:`~jobqueue.metrics.QueueMetrics.oldest_waiting_age_s`).
+        by_queue: the same jobs by named queue, one entry per queue with a job, sorted by
+            name (the same counts, split the other way: estimated alike).
     """
 
     at: float
     by_type: tuple[TypeCounts, ...]
     estimated: frozenset[State]
     oldest_waiting_age_s: float
+    by_queue: tuple[QueueCounts, ...] = ()
 
     def total(self, state: State) -> int:
         """The jobs of every type in ``state``."""
@@ -99,10 +128,35 @@ def tally(rows: Iterable[tuple[str, str, float]]) -> tuple[TypeCounts, ...]:
     Raises:
         ValueError: naming the state, if a row's state is not one of :data:`STATES`.
     """
+    counts = _add_up(rows)
+    return tuple(TypeCounts(job_type=job_type, **counts[job_type]) for job_type in sorted(counts))
+
+
+def tally_by_queue(
+    rows: Iterable[tuple[str, str, str, float]],
+) -> tuple[tuple[TypeCounts, ...], tuple[QueueCounts, ...]]:
+    """Turn ``(state, queue, job_type, count)`` rows into counts by job type and by queue.
+
+    Every backend's census counts by state, queue and type at once and splits the counts
+    here, both ways (see :func:`tally`).
+
+    Raises:
+        ValueError: naming the state, if a row's state is not one of :data:`STATES`.
+    """
+    rows = list(rows)
+    by_queue = _add_up((state, queue, count) for state, queue, _, count in rows)
+    return (
+        tally((state, job_type, count) for state, _, job_type, count in rows),
+        tuple(QueueCounts(queue=queue, **by_queue[queue]) for queue in sorted(by_queue)),
+    )
+
+
+def _add_up(rows: Iterable[tuple[str, str, float]]) -> dict[str, dict[str, int]]:
+    """The counts of ``(state, key, count)`` rows by key and state, each rounded."""
     counts: dict[str, dict[str, int]] = {}
-    for state, job_type, count in rows:
+    for state, key, count in rows:
         if state not in STATES:
             raise ValueError(f"unknown job state {state!r}; expected one of {', '.join(STATES)}")
-        of_type = counts.setdefault(job_type, {})
-        of_type[state] = of_type.get(state, 0) + round(count)
-    return tuple(TypeCounts(job_type=job_type, **counts[job_type]) for job_type in sorted(counts))
+        of_key = counts.setdefault(key, {})
+        of_key[state] = of_key.get(state, 0) + round(count)
+    return counts

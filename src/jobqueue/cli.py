@@ -3,6 +3,7 @@
 Run as ``jobqueue …`` (installed with the package) or ``python -m jobqueue …``::
 
     jobqueue worker shop.db --handlers jobqueue.examples.shop_worker:register --concurrency 20
+    jobqueue worker shop.db --handlers jobqueue.examples.shop_worker:register --queues emails=10,reports=2
     jobqueue stats shop.db
     jobqueue dead shop.db
     jobqueue replay shop.db receipt-1001        # or: --all
@@ -53,11 +54,12 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
-from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, NamesServer, Queue
+from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, NamesServer, Queue, ShowsOverview
 from jobqueue.backends.duckdb import DurableQueue
+from jobqueue.census import STATES, Census
 from jobqueue.clock import SystemClock
 from jobqueue.errors import InvalidSettingError, JobNotFoundError, QueueFileLockedError, StorageError
-from jobqueue.job import check_count, check_positive_seconds
+from jobqueue.job import DEFAULT_QUEUE, check_count, check_positive_seconds, check_queue_name
 from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
 from jobqueue.runner import DEFAULT_CONCURRENCY, DEFAULT_GRACE_S, Runner
 from jobqueue.worker import DEFAULT_TIMEOUT_S, JobEvent, Worker
@@ -89,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not is_url(args.file) and not Path(args.file).exists() and not getattr(args, "create", False):
         hint = " (add --create to start a new queue)" if args.run is _worker else ""
         command.error(f"no queue file {args.file!r}{hint}")
+    if args.run is _worker and args.queues is not None and args.concurrency is not None:
+        command.error("--concurrency and --queues do not go together: --queues gives each queue its slots")
     if args.run is _worker and args.heartbeat >= args.visibility_timeout:
         command.error(
             f"--heartbeat ({args.heartbeat:g} s) must be below --visibility-timeout"
@@ -161,6 +165,20 @@ def count(text: str, *, least: int = 1) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}") from None
 
 
+def queue_slots(text: str) -> dict[str, int]:
+    """Parse ``emails=10,reports=2``: the named queues a worker runs and the slots of each."""
+    slots: dict[str, int] = {}
+    for part in text.split(","):
+        name, _, number = part.partition("=")
+        try:
+            slots[check_queue_name(name.strip())] = count(number.strip())
+        except (ValueError, argparse.ArgumentTypeError):
+            raise argparse.ArgumentTypeError(
+                f"expected queue=slots[,queue=slots...] (e.g. emails=10,reports=2), got {text!r}"
+            ) from None
+    return slots
+
+
 def port(text: str) -> int:
     """Parse a command-line TCP port, 1 to 65535 (argparse names the option on error)."""
     number = count(text)
@@ -203,6 +221,7 @@ def _worker(args: argparse.Namespace) -> int:
         runner = Runner(
             worker,
             concurrency=args.concurrency,
+            queues=args.queues,
             poll_s=args.poll,
             grace_s=args.grace,
             prefetch=args.prefetch,
@@ -276,6 +295,9 @@ def _stats(args: argparse.Namespace) -> int:
     try:
         with open_queue(args.file, transaction_pooler=args.transaction_pooler) as queue:
             print(queue.metrics(args.window))
+            if isinstance(queue, ShowsOverview):
+                for line in per_queue(queue.census()):
+                    print(line)
         return 0
     except QueueFileLockedError:
         path = stats_path(args.file)
@@ -286,6 +308,23 @@ def _stats(args: argparse.Namespace) -> int:
         print(f"(the file is held by worker {report.pid}; its figures from {age_s:.0f} s ago)")
         print(report.metrics)
         return 0
+
+
+def per_queue(census: Census) -> list[str]:
+    """A line per named queue with its counts by state, or none while every job is in ``"default"``.
+
+    ``jobqueue stats`` prints them below the figures: ``queue emails: 3 waiting, 0 scheduled,
+    1 leased, 0 dead`` (``~`` before an estimated count).
+    """
+    if all(counts.queue == DEFAULT_QUEUE for counts in census.by_queue):
+        return []
+    return [
+        f"queue {counts.queue}: "
+        + ", ".join(
+            f"{'~' if state in census.estimated else ''}{counts.count(state)} {state}" for state in STATES
+        )
+        for counts in census.by_queue
+    ]
 
 
 def _dead(args: argparse.Namespace) -> int:
@@ -441,7 +480,16 @@ def _parser() -> argparse.ArgumentParser:
         help="function that registers handlers on a Worker, e.g. jobqueue.examples.shop_worker:register",
     )
     worker.add_argument("--create", action="store_true", help="create FILE if it does not exist")
-    worker.add_argument("--concurrency", type=count, default=DEFAULT_CONCURRENCY, help="jobs at once")
+    worker.add_argument(
+        "--concurrency", type=count, default=None, help=f"jobs at once (default {DEFAULT_CONCURRENCY})"
+    )
+    worker.add_argument(
+        "--queues",
+        type=queue_slots,
+        default=None,
+        metavar="QUEUE=SLOTS,...",
+        help="run only these named queues, each with its own slots, e.g. emails=10,reports=2",
+    )
     worker.add_argument(
         "--prefetch",
         type=partial(count, least=0),

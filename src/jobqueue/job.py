@@ -45,8 +45,11 @@ MAX_NAME_LENGTH = 255
 Ids are keys: PostgreSQL cannot index a text value over about 2,700 bytes, and a queue that
 took a longer id would refuse it only at the insert, with a database's error. 255 characters
 (at most 1,020 bytes in UTF-8) leave room for ids built from other keys (``outbox-<id>``,
-``type@2026-12-02T10:05Z``); SQS allows 128 for its deduplication ids.
+``type@2026-12-02T10:05Z``); SQS allows 128 for its deduplication ids. Queue names too.
 """
+
+DEFAULT_QUEUE = "default"
+"""The named queue of a job enqueued without ``queue=`` (Sidekiq's, Oban's and River's name too)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,6 +148,7 @@ class JobType(Generic[P]):
         now: float,
         priority: int | None = None,
         unique_for_s: float | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> Job:
         """The record of a job of this type just enqueued: waiting from ``now`` (seconds).
 
@@ -158,6 +162,8 @@ class JobType(Generic[P]):
                 deadline, if this type has one, is :attr:`expires_after_s` later.
             priority: this job's priority; ``None`` takes this type's.
             unique_for_s: the job's unique window (checked by the queue), or ``None``.
+            queue: the named queue the job waits in, already checked (see
+                :func:`check_queue_name`).
 
         Raises:
             InvalidSettingError: if ``priority`` is not an int within the bounds.
@@ -180,6 +186,7 @@ class JobType(Generic[P]):
                 "fencing_token": 0,
                 "enqueued_at": now,
                 "unique_for_s": unique_for_s,
+                "queue": queue,
             }
         )
 
@@ -297,12 +304,16 @@ class Job:
         unique_for_s: how long the job's id stays held after it finished, in seconds (see
             :meth:`~jobqueue.backends.memory.JobQueue.enqueue`); ``None``: free at the ack.
             Records compare equal whatever it is.
+        queue: the named queue the job waits in (:data:`DEFAULT_QUEUE` unless the enqueue
+            named one): a claim may take only some queues, so that a runner gives each
+            queue slots of its own and a backlog in one cannot starve another.
 
     Raises:
         InvalidSettingError: if ``priority`` is a bool, not an int, or out of bounds.
 
     Introduced in lesson 03; ``priority`` and the deadline in lesson 13; the fencing
-    token in lesson 06; ``enqueued_at`` in lesson 13 (the age since enqueue).
+    token in lesson 06; ``enqueued_at`` in lesson 13 (the age since enqueue); ``queue``
+    with named queues (issue 24).
     """
 
     id: str
@@ -321,6 +332,7 @@ class Job:
     fencing_token: int = field(default=0, repr=False, compare=False)
     enqueued_at: float | None = field(default=None, repr=False, compare=False)
     unique_for_s: float | None = field(default=None, repr=False, compare=False)
+    queue: str = field(default=DEFAULT_QUEUE, repr=False)
 
     def __post_init__(self) -> None:
         check_priority(self.priority)
@@ -344,6 +356,24 @@ class Job:
         job = cls.__new__(cls)
         for name, fill in _JOB_SLOTS:
             fill(job, values[name])
+        return job
+
+    def changed(self, **values: Any) -> Job:
+        """This job with ``values`` in place of its own, each already checked by the caller.
+
+        For the in-memory queue's claim, which leases each job it hands out:
+        :func:`dataclasses.replace` goes through the generated ``__init__`` (3.1 us a job,
+        0.2 us more for each field a job gains); this fills the slots directly, in about
+        1.5 us.
+
+        Raises:
+            InvalidSettingError: if a name in ``values`` is not a field of a job.
+        """
+        if not values.keys() <= _JOB_FIELD_NAMES:
+            raise InvalidSettingError(f"a job has no field {sorted(values.keys() - _JOB_FIELD_NAMES)}")
+        job = Job.__new__(Job)
+        for name, fill in _JOB_SLOTS:
+            fill(job, values[name] if name in values else getattr(self, name))
         return job
 
     def visible_at(self) -> float:
@@ -470,6 +500,17 @@ def check_job_id(value: object, name: str = "id") -> str:
         InvalidSettingError: naming ``name`` and the bad value (shortened when long).
     """
     return check_name(value, f"job {name}")
+
+
+def check_queue_name(value: object) -> str:
+    """Return ``value`` if it can name a queue (see :func:`check_name`): ``"emails"``, ``"reports"``.
+
+    Every queue calls it for the ``queue=`` of an enqueue and the names of a claim's filter.
+
+    Raises:
+        InvalidSettingError: naming the bad value.
+    """
+    return check_name(value, "queue name")
 
 
 def check_name(value: object, what: str) -> str:

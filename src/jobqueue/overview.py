@@ -128,6 +128,10 @@ class Snapshot:
                 {"job_type": counts.job_type} | {state: counts.count(state) for state in STATES}
                 for counts in census.by_type
             ],
+            "by_queue": [
+                {"queue": counts.queue} | {state: counts.count(state) for state in STATES}
+                for counts in census.by_queue
+            ],
             "oldest_waiting_age_s": census.oldest_waiting_age_s,
             "done": self.done,
             "failed": self.failed,

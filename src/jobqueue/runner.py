@@ -14,6 +14,10 @@ the job ended (sooner if its lease would run out first), so a durable queue comm
 one ack per claim instead of one per wake-up, in the same transaction as the claim
 (:meth:`jobqueue.worker.Worker.settle_and_claim`).
 
+With ``queues={"emails": 10, "reports": 2}`` it runs each named queue with slots of its
+own: one lane per queue, each claiming only from its queue (Sidekiq's and Oban's queues), so
+a backlog of slow reports holds at most the reports' 2 slots and the e-mails keep theirs.
+
 Shutdown follows the usual contract of a process manager (systemd, Kubernetes, Heroku):
 on SIGTERM or SIGINT (or :meth:`Runner.stop`) it stops claiming, gives running jobs up
 to ``grace_s`` seconds to finish, then cancels the rest and gives their jobs back
@@ -37,14 +41,14 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from jobqueue.backends.contract import ClaimsAhead, WaitsForWork
 from jobqueue.clock import SleepingClock
-from jobqueue.errors import QueueUnavailableError, StaleLeaseError
-from jobqueue.job import Lease, check_count, check_positive_seconds
+from jobqueue.errors import InvalidSettingError, QueueUnavailableError, StaleLeaseError
+from jobqueue.job import Lease, check_count, check_positive_seconds, check_queue_name
 from jobqueue.schedule import Schedule, Scheduler
 from jobqueue.worker import Attempt, JobEvent, Worker
 
@@ -80,8 +84,14 @@ class Runner:
         worker: the worker whose handlers run the jobs; its queue's clock must be able to
             sleep (:class:`~jobqueue.clock.SystemClock`, or a
             :class:`~jobqueue.clock.ManualClock` in tests).
-        concurrency: how many jobs may run at once (>= 1). Suited to jobs that await I/O;
-            CPU-bound handlers block the event loop and gain nothing.
+        concurrency: how many jobs may run at once (>= 1; default
+            :data:`DEFAULT_CONCURRENCY`). Suited to jobs that await I/O; CPU-bound handlers
+            block the event loop and gain nothing.
+        queues: instead of ``concurrency``, the named queues to run and the jobs each may
+            run at once, e.g. ``{"emails": 10, "reports": 2}``: each queue gets its own
+            slots, its own claims (``claim_many(queues=[name])``) and its own prefetch, so
+            that a backlog in one cannot take the slots of another. Jobs of queues not
+            named are left alone. ``None`` (the default): one pool for every queue.
         poll_s: seconds to wait before looking again at a queue with no due job (> 0).
             A queue that can say when work arrives
             (:class:`~jobqueue.backends.contract.WaitsForWork`, as
@@ -100,7 +110,7 @@ class Runner:
             while they wait, at the worker's heartbeat interval (a third of the visibility
             timeout without one); a job that waits long is still held from other workers
             all that time, so prefetch suits many short jobs. Prefetched jobs are given
-            back at shutdown.
+            back at shutdown. With ``queues``, per queue.
         log: called with a line when the shutdown starts and when the grace period ends
             with jobs still running (``print`` will do); the CLI logs these.
         schedules: periodic jobs (:class:`~jobqueue.schedule.Schedule`) this runner
@@ -109,18 +119,21 @@ class Runner:
             downtime only the latest tick missed is (see :mod:`jobqueue.schedule`).
 
     Raises:
-        InvalidSettingError: if a number is out of range, the clock cannot sleep, or a
-            schedule is not a :class:`~jobqueue.schedule.Schedule` (or two share a name).
+        InvalidSettingError: if a number is out of range, the clock cannot sleep, both
+            ``concurrency`` and ``queues`` are given, ``queues`` is empty or holds a bad
+            name or count (naming it), or a schedule is not a
+            :class:`~jobqueue.schedule.Schedule` (or two share a name).
 
     A runner runs once: after it has stopped, make a new one to run again. Introduced in
-    lesson 11.
+    lesson 11; ``queues`` with named queues (issue 24).
     """
 
     def __init__(
         self,
         worker: Worker,
         *,
-        concurrency: int = DEFAULT_CONCURRENCY,
+        concurrency: int | None = None,
+        queues: Mapping[str, int] | None = None,
         poll_s: float = 1.0,
         grace_s: float = DEFAULT_GRACE_S,
         prefetch: int | None = None,
@@ -130,7 +143,14 @@ class Runner:
         self.worker = worker
         self.scheduler = Scheduler(schedules)
         self.clock: SleepingClock = worker.sleeping_clock("a runner")
-        self.concurrency = check_count("concurrency", concurrency)
+        self.queues = None if queues is None else _check_queue_slots(queues, concurrency)
+        """The named queues this runner runs and the jobs each may run at once; ``None``: one pool."""
+        if self.queues is None:
+            self.concurrency = (
+                DEFAULT_CONCURRENCY if concurrency is None else check_count("concurrency", concurrency)
+            )
+        else:
+            self.concurrency = sum(self.queues.values())
         self.poll_s = check_positive_seconds("poll_s", poll_s)
         self.grace_s = check_positive_seconds("grace_s", grace_s)
         queue = worker.queue
@@ -158,6 +178,22 @@ class Runner:
         self._wait_for_work: Callable[[float], Awaitable[bool]] | None = (
             queue.wait_for_work if isinstance(queue, WaitsForWork) else None
         )
+        # The named queue this runner claims from (a lane of a runner given `queues`), and
+        # the lanes of a runner given `queues`, one per queue.
+        self._claim_from: list[str] | None = None
+        self._lanes: list[Runner] = []
+        for number, (name, slots) in enumerate((self.queues or {}).items()):
+            lane = Runner(
+                worker,
+                concurrency=slots,
+                poll_s=poll_s,
+                grace_s=grace_s,
+                prefetch=prefetch,
+                log=None if log is None else _prefixed(log, f"queue {name!r}: "),
+                schedules=schedules if number == 0 else (),  # the first lane enqueues the ticks
+            )
+            lane._claim_from = [name]
+            self._lanes.append(lane)
 
     def stop(self) -> None:
         """Ask the runner to shut down: stop claiming, then finish or give back running jobs.
@@ -167,6 +203,8 @@ class Runner:
         if self._stopping.is_set():
             self._hurry.set()
         self._stopping.set()
+        for lane in self._lanes:
+            lane.stop()
 
     @contextmanager
     def signals_stop(self) -> Iterator[None]:
@@ -197,9 +235,12 @@ class Runner:
                 mode, like RQ's ``--burst``): for batch runs, tests and benchmarks.
 
         Returns:
-            The events of this run, in the order jobs were settled; jobs given back at
-            shutdown have the outcome ``"released"``.
+            The events of this run, in the order jobs were settled (with ``queues``: by
+            time, each queue's in its order); jobs given back at shutdown have the
+            outcome ``"released"``.
         """
+        if self._lanes:
+            return await self._run_lanes(until_idle=until_idle)
         running: dict[asyncio.Task[Attempt], Lease] = {}
         waiting: deque[Lease] = deque()  # prefetched, not started yet
         events: list[JobEvent] = []
@@ -290,6 +331,17 @@ class Runner:
             if task.done() and not task.cancelled() and task.exception() is not None:
                 task.result()  # a lost listening connection: raise QueueUnavailableError
         return False
+
+    async def _run_lanes(self, *, until_idle: bool) -> list[JobEvent]:
+        """Run every queue's lane at once until all have stopped; if one fails, stop the others and raise."""
+        lanes = [asyncio.create_task(lane.run(until_idle=until_idle)) for lane in self._lanes]
+        try:
+            settled = await asyncio.gather(*lanes)
+        finally:
+            for lane in lanes:
+                lane.cancel()  # only those still running: after a failure of another
+            await asyncio.wait(lanes)
+        return sorted((event for events in settled for event in events), key=lambda event: event.at)
 
     def _refresh_due(self, lease: Lease) -> float:
         """When a waiting prefetched ``lease`` should be extended (seconds on the clock)."""
@@ -404,7 +456,7 @@ class Runner:
         Returns the events of the settled attempts and the claimed leases.
         """
         attempts, self._finished, self._settle_by = self._finished, [], float("inf")
-        return await self.worker.call(self.worker.settle_and_claim, attempts, claim)
+        return await self.worker.call(self.worker.settle_and_claim, attempts, claim, queues=self._claim_from)
 
     async def _shut_down(
         self, running: dict[asyncio.Task[Attempt], Lease], waiting: deque[Lease]
@@ -441,3 +493,29 @@ class Runner:
     async def _grace_over(self) -> bool:
         await self.clock.sleep(self.grace_s)
         return True
+
+
+def _check_queue_slots(queues: Mapping[str, int], concurrency: int | None) -> dict[str, int]:
+    """``queues`` as a dict, if it maps at least one queue name to a count of slots >= 1.
+
+    Raises:
+        InvalidSettingError: naming the bad value, or if ``concurrency`` is given too.
+    """
+    if concurrency is not None:
+        raise InvalidSettingError(
+            f"give a runner concurrency or queues, not both: concurrency={concurrency!r}, queues={queues!r}"
+        )
+    if not isinstance(queues, Mapping) or not queues:
+        raise InvalidSettingError(
+            f"queues must map queue names to the jobs each runs at once, e.g. {{'emails': 10}},"
+            f" got {queues!r}"
+        )
+    for name, slots in queues.items():
+        check_queue_name(name)
+        check_count(f"queues[{name!r}]", slots)
+    return dict(queues)
+
+
+def _prefixed(log: Callable[[str], object], prefix: str) -> Callable[[str], object]:
+    """``log`` with ``prefix`` before every line (a lane's lines name its queue)."""
+    return lambda line: log(prefix + line)

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from jobqueue.backends import rules
-from jobqueue.backends.contract import AcksAndClaims, CallsBlock, Queue, ack_then_claim
+from jobqueue.backends.contract import AcksAndClaims, CallsBlock, Queue, QueueNames, ack_then_claim
 from jobqueue.clock import SleepingClock
 from jobqueue.errors import (
     HandlerCancelledError,
@@ -304,10 +304,16 @@ class Worker:
         # Queue calls in threads when they wait on a server (decided once, too).
         self._in_threads = isinstance(queue, CallsBlock) and queue.calls_block()
         # Acks and the next claim: in one transaction if the queue can (decided once, too).
-        self._ack_and_claim: Callable[[Sequence[Lease], int], tuple[list[Lease], list[Lease]]] = (
-            (lambda leases, limit: queue.ack_and_claim(leases, limit, types=self.job_types))
+        self._ack_and_claim: Callable[[Sequence[Lease], int, QueueNames], tuple[list[Lease], list[Lease]]] = (
+            (
+                lambda leases, limit, queues: queue.ack_and_claim(
+                    leases, limit, types=self.job_types, queues=queues
+                )
+            )
             if isinstance(queue, AcksAndClaims)
-            else lambda leases, limit: ack_then_claim(queue, leases, limit, types=self.job_types)
+            else lambda leases, limit, queues: ack_then_claim(
+                queue, leases, limit, types=self.job_types, queues=queues
+            )
         )
 
     def register(self, job_type: JobType[P], handler: Handler[P]) -> None:
@@ -451,8 +457,14 @@ class Worker:
         """
         return self.settle_and_claim(attempts, 0)[0]
 
-    def settle_and_claim(self, attempts: Sequence[Attempt], limit: int) -> tuple[list[JobEvent], list[Lease]]:
+    def settle_and_claim(
+        self, attempts: Sequence[Attempt], limit: int, *, queues: QueueNames = None
+    ) -> tuple[list[JobEvent], list[Lease]]:
         """:meth:`settle` the ``attempts``, claiming up to ``limit`` jobs along with the batch ack.
+
+        The claim takes only the job types this worker has handlers for, and with ``queues``
+        only jobs of those named queues (a :class:`~jobqueue.runner.Runner` claims for each
+        of its queues apart).
 
         The batch ack and the claim are one transaction on a queue that can
         (:class:`~jobqueue.backends.contract.AcksAndClaims`), else
@@ -465,11 +477,12 @@ class Worker:
             claimed leases.
 
         Raises:
-            InvalidSettingError: if ``limit`` is not an int >= 0.
+            InvalidSettingError: if ``limit`` is not an int >= 0, or ``queues`` is not a
+                collection of queue names.
         """
         succeeded = [a.lease for a in attempts if a.error is None and a.lost is None]
         batch = len(succeeded) > 1
-        stale, claimed = self._ack_and_claim(succeeded if batch else [], limit)
+        stale, claimed = self._ack_and_claim(succeeded if batch else [], limit, queues)
         refused = {lease.token for lease in stale}
         events = []
         for attempt in attempts:

@@ -23,7 +23,17 @@ from typing import Literal, Protocol, TypeVar, runtime_checkable
 from jobqueue.census import EXACT_UP_TO, Census
 from jobqueue.clock import Clock
 from jobqueue.errors import InvalidSettingError, StaleLeaseError
-from jobqueue.job import DeadLetter, FinishedJob, Job, JobType, Lease, check_count, check_job_id
+from jobqueue.job import (
+    DEFAULT_QUEUE,
+    DeadLetter,
+    FinishedJob,
+    Job,
+    JobType,
+    Lease,
+    check_count,
+    check_job_id,
+    check_queue_name,
+)
 from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
 
 P = TypeVar("P")
@@ -36,6 +46,9 @@ JobIds = Sequence[str] | None
 
 JobTypes = Collection[str] | None
 """The job type names a claim may take (``None``: any type); see :func:`check_types`."""
+
+QueueNames = Collection[str] | None
+"""The named queues a claim may take from (``None``: every queue); see :func:`check_queues`."""
 
 FailOutcome = Literal["retry", "dead", "cancelled"]
 """What :meth:`Queue.fail` did with the job: waiting to run again, dead-lettered, or
@@ -101,8 +114,9 @@ class Queue(Protocol):
         id: str | None = None,
         priority: int | None = None,
         unique_for_s: float | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> Job:
-        """Add one job, waiting from now; an id held (also ``unique_for_s`` past its finish) adds nothing."""
+        """Add one job to ``queue``, waiting from now; a held id (see ``unique_for_s``) adds nothing."""
 
     def enqueue_many(
         self,
@@ -112,14 +126,15 @@ class Queue(Protocol):
         ids: JobIds = None,
         priority: int | None = None,
         unique_for_s: float | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> list[Job]:
-        """Add several jobs of one type; all or none if a payload is invalid."""
+        """Add several jobs of one type to ``queue``; all or none if a payload is invalid."""
 
-    def claim(self, *, types: JobTypes = None) -> Lease | None:
-        """Lease the due job of highest priority claimable longest, or ``None``; only ``types`` if given."""
+    def claim(self, *, types: JobTypes = None, queues: QueueNames = None) -> Lease | None:
+        """Lease the due job of highest priority claimable longest, or ``None``; filtered as claim_many."""
 
-    def claim_many(self, limit: int, *, types: JobTypes = None) -> list[Lease]:
-        """Lease up to ``limit`` due jobs, only of the job types ``types`` if given."""
+    def claim_many(self, limit: int, *, types: JobTypes = None, queues: QueueNames = None) -> list[Lease]:
+        """Lease up to ``limit`` due jobs, only of the job types ``types`` and from ``queues`` if given."""
 
     def ack(self, lease: Lease) -> None:
         """Mark a leased job done; ``StaleLeaseError`` if the lease is stale."""
@@ -176,9 +191,9 @@ class AcksAndClaims(Protocol):
     """
 
     def ack_and_claim(
-        self, leases: Sequence[Lease], limit: int, *, types: JobTypes = None
+        self, leases: Sequence[Lease], limit: int, *, types: JobTypes = None, queues: QueueNames = None
     ) -> tuple[list[Lease], list[Lease]]:
-        """Ack ``leases`` and claim up to ``limit`` jobs (of ``types``); return ``(stale, claimed)``."""
+        """Ack ``leases``, claim up to ``limit`` jobs (``types``, ``queues``): ``(stale, claimed)``."""
 
 
 @runtime_checkable
@@ -230,7 +245,7 @@ class NamesServer(Protocol):
 
 
 def ack_then_claim(
-    queue: Queue, leases: Sequence[Lease], limit: int, *, types: JobTypes = None
+    queue: Queue, leases: Sequence[Lease], limit: int, *, types: JobTypes = None, queues: QueueNames = None
 ) -> tuple[list[Lease], list[Lease]]:
     """Ack ``leases`` (all succeeded) with :meth:`Queue.ack_many`, then claim up to ``limit`` jobs.
 
@@ -241,16 +256,17 @@ def ack_then_claim(
 
     Returns:
         ``(stale, claimed)``: the leases no longer held, and the new leases (only of the
-        job types ``types``, if given).
+        job types ``types`` and from the named queues ``queues``, if given).
 
     Raises:
-        InvalidSettingError: if ``limit`` is not an int >= 0, or ``types`` is not a
-            collection of job type names.
+        InvalidSettingError: if ``limit`` is not an int >= 0, ``types`` is not a
+            collection of job type names, or ``queues`` not one of queue names.
     """
     check_count("limit", limit, least=0)
     check_types(types)
+    check_queues(queues)
     stale = queue.ack_many(leases) if leases else []
-    return stale, queue.claim_many(limit, types=types) if limit else []
+    return stale, queue.claim_many(limit, types=types, queues=queues) if limit else []
 
 
 def stale_lease(lease: Lease, job: Job | None, current: str | None) -> StaleLeaseError:
@@ -365,6 +381,29 @@ def check_types(types: JobTypes) -> frozenset[str] | None:
         if not isinstance(name, str) or not name:
             raise InvalidSettingError(f"types must hold non-empty job type names, got {name!r}")
     return frozenset(types)
+
+
+def check_queues(queues: QueueNames) -> frozenset[str] | None:
+    """The queue names of a claim's filter as a set, or ``None`` for every queue.
+
+    Every queue's ``claim_many`` calls it. A :class:`~jobqueue.runner.Runner` given
+    ``queues={"emails": 10, "reports": 2}`` claims for each queue apart, with its own
+    slots (Sidekiq's and Oban's queues), so a backlog of slow reports cannot take the
+    slots of the e-mails. An empty collection claims nothing.
+
+    Raises:
+        InvalidSettingError: if ``queues`` is a single str (not a collection of names), or a
+            name in it cannot name a queue (see :func:`~jobqueue.job.check_queue_name`).
+
+    Introduced with named queues (issue 24).
+    """
+    if queues is None:
+        return None
+    if isinstance(queues, str | bytes) or not isinstance(queues, Collection):
+        raise InvalidSettingError(f"queues must be a collection of queue names, got {queues!r}")
+    for name in queues:
+        check_queue_name(name)
+    return frozenset(queues)
 
 
 def check_ids(ids: Sequence[str] | None, payloads: Sequence[object]) -> Sequence[str] | None:

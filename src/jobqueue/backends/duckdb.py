@@ -52,7 +52,16 @@ import duckdb
 
 from jobqueue import db
 from jobqueue.backends import rules, sql
-from jobqueue.backends.contract import Failed, JobIds, JobTypes, check_ids, check_types, check_unique_for_s
+from jobqueue.backends.contract import (
+    Failed,
+    JobIds,
+    JobTypes,
+    QueueNames,
+    check_ids,
+    check_queues,
+    check_types,
+    check_unique_for_s,
+)
 from jobqueue.backends.rows import (
     DEAD_COLUMNS,
     DEAD_STORED,
@@ -66,7 +75,7 @@ from jobqueue.backends.rows import (
     stored_values,
 )
 from jobqueue.backends.sqlqueue import QueueOptions, SqlQueue
-from jobqueue.census import EXACT_UP_TO, Census, tally
+from jobqueue.census import EXACT_UP_TO, Census, tally_by_queue
 from jobqueue.errors import (
     CorruptJobError,
     InvalidSettingError,
@@ -74,9 +83,22 @@ from jobqueue.errors import (
     QueueFileLockedError,
     QueueSchemaError,
 )
-from jobqueue.job import DeadLetter, Job, JobType, Lease, RetryPolicy, check_count, check_priority
+from jobqueue.job import (
+    DEFAULT_QUEUE,
+    DeadLetter,
+    Job,
+    JobType,
+    Lease,
+    RetryPolicy,
+    check_count,
+    check_priority,
+    check_queue_name,
+)
 
 P = TypeVar("P")
+
+_Filter = tuple[list[str] | None, list[str] | None]
+"""A claim's filter as the ``due`` statements take it: the job types and the queue names (``None``: any)."""
 
 SQL = sql.load(
     "duckdb.sql",
@@ -94,7 +116,7 @@ SQL = sql.load(
         ),
         "new_columns": NEW_COLUMNS,
         "new_values": "0, $max_attempts, $base_s, $cap_s, $now, $now, nextval('jobqueue_serial'), $priority,"
-        " $expires_at, $expires_after_s, $now, $unique_for_s",
+        " $expires_at, $expires_after_s, $now, $unique_for_s, $queue",
     },
 )
 """The statements of ``duckdb.sql`` by block name; the blocks share postgres.sql's names.
@@ -110,8 +132,9 @@ SCHEMA_VERSION = sql.latest_version(SQL)
 
 1: lesson 11's tables. 2: when a lease was claimed. 3: priorities and deadlines (lesson
 13). 4: priorities NOT NULL. 5: fencing tokens (lesson 06). 6: the enqueue time (lesson
-13's age since enqueue). 7: snoozes. 8: cancelled while leased. Older files are migrated
-when a queue opens them (``migration_N`` of ``duckdb.sql``).
+13's age since enqueue). 7: snoozes. 8: cancelled while leased. 9: unique windows. 10:
+named queues. Older files are migrated when a queue opens them (``migration_N`` of
+``duckdb.sql``).
 """
 
 _DUCKDB_MAGIC = b"DUCK"
@@ -226,18 +249,20 @@ class DurableQueue(SqlQueue):
         id: str | None = None,
         priority: int | None = None,
         unique_for_s: float | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> Job:
-        """Add a job, waiting from now on, and return its record; see :meth:`JobQueue.enqueue`.
+        """Add a job to the named ``queue``, waiting from now on; see :meth:`JobQueue.enqueue`.
 
         Raises:
             PayloadError: if the payload is of the wrong class or not JSON-serialisable.
             InvalidSettingError: if ``priority`` is not an int within the bounds, or
-                ``unique_for_s`` not a finite number of seconds >= 0.
+                ``unique_for_s`` not a finite number of seconds >= 0, or ``queue`` cannot
+                name a queue.
         """
         ids = None if id is None else [id]
-        return self.enqueue_many(job_type, [payload], ids=ids, priority=priority, unique_for_s=unique_for_s)[
-            0
-        ]
+        return self.enqueue_many(
+            job_type, [payload], ids=ids, priority=priority, unique_for_s=unique_for_s, queue=queue
+        )[0]
 
     def enqueue_many(
         self,
@@ -247,8 +272,9 @@ class DurableQueue(SqlQueue):
         ids: JobIds = None,
         priority: int | None = None,
         unique_for_s: float | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> list[Job]:
-        """Enqueue several jobs of one type in one transaction, in order.
+        """Enqueue several jobs of one type to the named ``queue`` in one transaction, in order.
 
         An id the queue already holds (waiting, leased or dead, or finished within its
         unique window: see :meth:`JobQueue.enqueue`) adds nothing; that job's record is
@@ -257,17 +283,18 @@ class DurableQueue(SqlQueue):
         Raises:
             PayloadError: if any payload is invalid; then no job is added.
             InvalidSettingError: if ``ids`` and ``payloads`` differ in length,
-                ``priority`` is not an int within the bounds, or ``unique_for_s`` is not a
-                finite number of seconds >= 0.
+                ``priority`` is not an int within the bounds, ``unique_for_s`` is not a
+                finite number of seconds >= 0, or ``queue`` cannot name a queue.
         """
         check_ids(ids, payloads)
         window = check_unique_for_s(unique_for_s)
+        check_queue_name(queue)
         data = [job_type.dump(payload) for payload in payloads]
         policy = job_type.retry or self.retry
         priority = job_type.priority if priority is None else check_priority(priority)
         self._priorities.add(priority)
         if ids is None:
-            return self._enqueue_fresh(job_type, data, policy, priority, window)
+            return self._enqueue_fresh(job_type, data, policy, priority, window, queue)
         with self._transaction() as con:
             now = self.clock.now()
             wanted = list(ids)
@@ -282,7 +309,7 @@ class DurableQueue(SqlQueue):
                 con.execute(
                     SQL["enqueue"],
                     {"ids": list(new_rows), "payloads": list(new_rows.values())}
-                    | new_job_values(job_type, policy, now, priority, window),
+                    | new_job_values(job_type, policy, now, priority, window, queue),
                 )
                 numbers = [number for job_id in new_rows if (number := _id_number(job_id)) is not None]
                 self._reserve_ids(con, max(numbers, default=None))
@@ -290,14 +317,26 @@ class DurableQueue(SqlQueue):
                     self._hold(con, job_type, list(new_rows), list(new_rows.values()), window)
             added = {
                 job_id: job_type.new_job(
-                    id=job_id, payload=payload, retry=policy, now=now, priority=priority, unique_for_s=window
+                    id=job_id,
+                    payload=payload,
+                    retry=policy,
+                    now=now,
+                    priority=priority,
+                    unique_for_s=window,
+                    queue=queue,
                 )
                 for job_id, payload in new_rows.items()
             }
         return [existing.get(job_id) or added[job_id] for job_id in wanted]
 
     def _enqueue_fresh(
-        self, job_type: JobType[P], data: list[str], policy: RetryPolicy, priority: int, window: float | None
+        self,
+        job_type: JobType[P],
+        data: list[str],
+        policy: RetryPolicy,
+        priority: int,
+        window: float | None,
+        queue: str,
     ) -> list[Job]:
         """Insert jobs under fresh ids ``job-N``, in one statement that DuckDB commits on its own.
 
@@ -311,7 +350,7 @@ class DurableQueue(SqlQueue):
             now = self.clock.now()
             rows = con.execute(
                 SQL["enqueue_fresh"],
-                {"payloads": data} | new_job_values(job_type, policy, now, priority, window),
+                {"payloads": data} | new_job_values(job_type, policy, now, priority, window, queue),
             ).fetchall()
             if window is not None:
                 self._hold(
@@ -329,13 +368,14 @@ class DurableQueue(SqlQueue):
                 now=now,
                 priority=priority,
                 unique_for_s=window,
+                queue=queue,
             )
             for payload in data
         ]
 
     # -- worker side -------------------------------------------------------------------
 
-    def claim_many(self, limit: int, *, types: JobTypes = None) -> list[Lease]:
+    def claim_many(self, limit: int, *, types: JobTypes = None, queues: QueueNames = None) -> list[Lease]:
         """Claim up to ``limit`` due jobs in one transaction: highest priority, then longest-claimable, first.
 
         Each claim counts as an attempt and hides its job for the visibility timeout.
@@ -343,25 +383,26 @@ class DurableQueue(SqlQueue):
         passed (``"expired: ..."``, no attempt used), are dead-lettered instead. A claimed row
         that cannot be read back is dead-lettered in the same transaction, its reason a
         :class:`~jobqueue.errors.CorruptJobError`, and the others are handed out. With
-        ``types``, only jobs of those job types are claimed (or dead-lettered on the way).
+        ``types``, only jobs of those job types are claimed (or dead-lettered on the way),
+        and with ``queues`` only jobs of those named queues.
 
         Raises:
-            InvalidSettingError: if ``limit`` is not an int >= 1, or ``types`` is not a
-                collection of job type names.
+            InvalidSettingError: if ``limit`` is not an int >= 1, ``types`` is not a
+                collection of job type names, or ``queues`` not one of queue names.
         """
         check_count("limit", limit)
-        names = _type_list(types)
+        names = _filter(types, queues)
         with self._lock:
             now = self.clock.now()
             # outside a transaction: an empty queue costs one read
-            due = self._due(self._con, now, limit, names) if names != [] else []
+            due = self._due(self._con, now, limit, names) if [] not in names else []
             if not due:
                 return []
             with self._transaction() as con:
                 return self._claim_due(con, due, now, limit, names)
 
     def ack_and_claim(
-        self, leases: Sequence[Lease], limit: int, *, types: JobTypes = None
+        self, leases: Sequence[Lease], limit: int, *, types: JobTypes = None, queues: QueueNames = None
     ) -> tuple[list[Lease], list[Lease]]:
         """Ack ``leases`` and claim up to ``limit`` due jobs, in one transaction (one commit).
 
@@ -374,21 +415,21 @@ class DurableQueue(SqlQueue):
         Returns:
             ``(stale, claimed)``: the leases that were no longer held (as :meth:`ack_many`
             returns them), and the new leases (as :meth:`claim_many` returns them, of
-            ``types`` only if given).
+            ``types`` and from ``queues`` only if given).
 
         Raises:
-            InvalidSettingError: if ``limit`` is not an int >= 0, or ``types`` is not a
-                collection of job type names.
+            InvalidSettingError: if ``limit`` is not an int >= 0, ``types`` is not a
+                collection of job type names, or ``queues`` not one of queue names.
         """
         check_count("limit", limit, least=0)
-        names = _type_list(types)
+        names = _filter(types, queues)
         if not leases:
-            return [], self.claim_many(limit, types=types) if limit else []
+            return [], self.claim_many(limit, types=types, queues=queues) if limit else []
         with self._lock:
             now = self.clock.now()
             with self._transaction() as con:
                 acked = self._finish(con, leases, now)
-                due = self._due(con, now, limit, names) if limit and names != [] else []
+                due = self._due(con, now, limit, names) if limit and [] not in names else []
                 claimed = self._claim_due(con, due, now, limit, names) if due else []
         return self._count_acked(leases, acked), claimed
 
@@ -398,7 +439,7 @@ class DurableQueue(SqlQueue):
         due: list[tuple[int, str, bool]],
         now: float,
         limit: int,
-        names: list[str] | None,
+        names: _Filter,
     ) -> list[Lease]:
         """Inside a transaction, bury the final jobs of ``due`` (looking again), lease the rest."""
         while expired := [job_id for _, job_id, final in due if final]:
@@ -409,9 +450,9 @@ class DurableQueue(SqlQueue):
         return _in_order(due, rows, jobs)
 
     def _due(
-        self, con: duckdb.DuckDBPyConnection, now: float, limit: int, names: list[str] | None
+        self, con: duckdb.DuckDBPyConnection, now: float, limit: int, names: _Filter
     ) -> list[tuple[int, str, bool]]:
-        """``(rowid, id, final)`` of up to ``limit`` due jobs (of the types ``names``, or any) in claim order.
+        """``(rowid, id, final)`` of up to ``limit`` due jobs (of the filter ``names``) in claim order.
 
         ``final``: the job must not run: it has used its last attempt (its final lease ran
         out), or its deadline has passed. While the live jobs have one priority (the usual
@@ -420,7 +461,8 @@ class DurableQueue(SqlQueue):
         for 100 of 1M due jobs here.
         """
         query = SQL["due_by_priority"] if len(self._priorities) > 1 else SQL["due"]
-        return con.execute(query, {"now": now, "limit": limit, "types": names}).fetchall()
+        types, queues = names
+        return con.execute(query, {"now": now, "limit": limit, "types": types, "queues": queues}).fetchall()
 
     def _lease(
         self, con: duckdb.DuckDBPyConnection, due: list[tuple[int, str, bool]], now: float
@@ -636,13 +678,20 @@ class DurableQueue(SqlQueue):
             now = self.clock.now()
             rows = con.execute(SQL["census"], {"now": now}).fetchall()
             oldest = con.execute(SQL["oldest_waiting"], {"now": now}).fetchall()[0][0]
-        return Census(at=now, by_type=tally(rows), estimated=frozenset(), oldest_waiting_age_s=float(oldest))
+        by_type, by_queue = tally_by_queue(rows)
+        return Census(
+            at=now,
+            by_type=by_type,
+            by_queue=by_queue,
+            estimated=frozenset(),
+            oldest_waiting_age_s=float(oldest),
+        )
 
 
-def _type_list(types: JobTypes) -> list[str] | None:
-    """A claim's filter (see :func:`check_types`) as the list the ``due`` statements take, or ``None``."""
-    wanted = check_types(types)
-    return None if wanted is None else sorted(wanted)
+def _filter(types: JobTypes, queues: QueueNames) -> _Filter:
+    """A claim's filter (:func:`check_types`, :func:`check_queues`) as the ``due`` statements take it."""
+    wanted, names = check_types(types), check_queues(queues)
+    return (None if wanted is None else sorted(wanted)), (None if names is None else sorted(names))
 
 
 def _check_path(path: object) -> str:

@@ -160,6 +160,20 @@ CREATE TABLE IF NOT EXISTS jobqueue_held (
 );
 UPDATE jobqueue_schema SET version = 9;
 
+-- name: migration_10
+-- Named queues (issue 24): each job, dead letter and kept finished job names the queue it
+-- waits in; jobs enqueued before are in the queue 'default'.
+ALTER TABLE jobqueue_jobs ADD COLUMN IF NOT EXISTS queue VARCHAR DEFAULT 'default';
+ALTER TABLE jobqueue_dead ADD COLUMN IF NOT EXISTS queue VARCHAR DEFAULT 'default';
+ALTER TABLE jobqueue_finished ADD COLUMN IF NOT EXISTS queue VARCHAR DEFAULT 'default';
+UPDATE jobqueue_jobs SET queue = 'default' WHERE queue IS NULL;
+UPDATE jobqueue_dead SET queue = 'default' WHERE queue IS NULL;
+UPDATE jobqueue_finished SET queue = 'default' WHERE queue IS NULL;
+ALTER TABLE jobqueue_jobs ALTER COLUMN queue SET NOT NULL;
+ALTER TABLE jobqueue_dead ALTER COLUMN queue SET NOT NULL;
+ALTER TABLE jobqueue_finished ALTER COLUMN queue SET NOT NULL;
+UPDATE jobqueue_schema SET version = 10;
+
 -- name: highest_given_id
 SELECT max(CAST(id[5:] AS BIGINT)) FROM (SELECT id FROM jobqueue_jobs UNION ALL SELECT id FROM jobqueue_dead)
 WHERE regexp_full_match(id, 'job-[1-9][0-9]{0,17}');
@@ -214,15 +228,18 @@ UNION ALL SELECT {dead_job_columns} FROM jobqueue_dead WHERE id IN (SELECT unnes
 
 -- name: due
 -- While the live jobs have one priority: lets DuckDB's top-N skip blocks of later rows.
--- $types: the job types a worker has handlers for (a list), or NULL for any. The third
--- column: the job must not run (spent, expired, or cancelled while leased).
+-- $types: the job types a worker has handlers for (a list), or NULL for any; $queues: the
+-- named queues to claim from (a list), or NULL for every queue. The third column: the job
+-- must not run (spent, expired, or cancelled while leased).
 SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false) OR cancelled
 FROM jobqueue_jobs WHERE visible_at <= $now AND ($types IS NULL OR list_contains($types, type))
+AND ($queues IS NULL OR list_contains($queues, queue))
 ORDER BY visible_at, serial LIMIT $limit;
 
 -- name: due_by_priority
 SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false) OR cancelled
 FROM jobqueue_jobs WHERE visible_at <= $now AND ($types IS NULL OR list_contains($types, type))
+AND ($queues IS NULL OR list_contains($queues, queue))
 ORDER BY priority DESC, visible_at, serial LIMIT $limit;
 
 -- name: claim
@@ -319,13 +336,13 @@ DELETE FROM jobqueue_jobs WHERE id IN (SELECT unnest($ids));
 -- name: bury_unreadable
 INSERT INTO jobqueue_dead ({dead_stored}, died_at)
 VALUES ($id, $type, $payload, $attempts, $max_attempts, $base_s, $cap_s, $run_at, $error, $priority,
-$expires_at, $expires_after_s, $fencing_token, $enqueued_at, $unique_for_s, $now);
+$expires_at, $expires_after_s, $fencing_token, $enqueued_at, $unique_for_s, $queue, $now);
 
 -- name: rewrite_dead
 UPDATE jobqueue_dead SET type = $type, payload = $payload, attempts = $attempts, max_attempts = $max_attempts,
 base_s = $base_s, cap_s = $cap_s, run_at = $run_at, last_error = $error, priority = $priority,
 expires_at = $expires_at, expires_after_s = $expires_after_s, fencing_token = $fencing_token,
-enqueued_at = $enqueued_at, unique_for_s = $unique_for_s, died_at = $now WHERE id = $id;
+enqueued_at = $enqueued_at, unique_for_s = $unique_for_s, queue = $queue, died_at = $now WHERE id = $id;
 
 -- name: extend
 UPDATE jobqueue_jobs SET leased_until = $until, visible_at = greatest(run_at, $until),
@@ -350,9 +367,9 @@ DELETE FROM jobqueue_dead WHERE id = $id RETURNING {dead_columns};
 
 -- name: replay
 INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, last_error, priority,
-expires_after_s, attempts, run_at, visible_at, serial, expires_at, fencing_token, enqueued_at, unique_for_s)
+expires_after_s, attempts, run_at, visible_at, serial, expires_at, fencing_token, enqueued_at, unique_for_s, queue)
 VALUES ($id, $type, $payload, $max_attempts, $base_s, $cap_s, $error, $priority, $expires_after_s, $attempts,
-$run_at, $run_at, nextval('jobqueue_serial'), $expires_at, $fencing_token, $enqueued_at, $unique_for_s)
+$run_at, $run_at, nextval('jobqueue_serial'), $expires_at, $fencing_token, $enqueued_at, $unique_for_s, $queue)
 RETURNING {job_columns};
 
 -- name: discard
@@ -398,10 +415,10 @@ DELETE FROM jobqueue_outcomes WHERE second < $before;
 
 -- name: census
 SELECT CASE WHEN leased_until > $now THEN 'leased' WHEN visible_at > $now THEN 'scheduled' ELSE 'waiting' END,
-       type, count(*)
+       queue, type, count(*)
 FROM jobqueue_jobs GROUP BY ALL
-UNION ALL SELECT 'dead', type, count(*) FROM jobqueue_dead GROUP BY type
-UNION ALL SELECT 'cancelled', type, count(*) FROM jobqueue_finished WHERE outcome = 'cancelled' GROUP BY type;
+UNION ALL SELECT 'dead', queue, type, count(*) FROM jobqueue_dead GROUP BY queue, type
+UNION ALL SELECT 'cancelled', queue, type, count(*) FROM jobqueue_finished WHERE outcome = 'cancelled' GROUP BY queue, type;
 
 -- name: oldest_waiting
 SELECT coalesce(max($now - visible_at), 0.0) FROM jobqueue_jobs WHERE visible_at <= $now;

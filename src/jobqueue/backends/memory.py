@@ -35,18 +35,21 @@ from jobqueue.backends.contract import (
     Failed,
     JobIds,
     JobTypes,
+    QueueNames,
     check_delay_s,
     check_holder,
     check_ids,
+    check_queues,
     check_seconds,
     check_types,
     check_unique_for_s,
 )
 from jobqueue.backoff import RandomFn
-from jobqueue.census import EXACT_UP_TO, Census, live_state, tally
+from jobqueue.census import EXACT_UP_TO, Census, live_state, tally_by_queue
 from jobqueue.clock import Clock
 from jobqueue.errors import DeadLetterNotFoundError, InvalidSettingError, JobNotFoundError, StaleLeaseError
 from jobqueue.job import (
+    DEFAULT_QUEUE,
     DeadLetter,
     FinishedJob,
     FinishedOutcome,
@@ -58,12 +61,16 @@ from jobqueue.job import (
     check_job_id,
     check_positive_seconds,
     check_priority,
+    check_queue_name,
     check_retry,
 )
 from jobqueue.metrics import DEFAULT_WINDOW_S, OutcomeLog, QueueMetrics, check_window, measure
 
 P = TypeVar("P")
 _Entry = TypeVar("_Entry", tuple[float, int, str], tuple[int, float, int, str])
+_Due = tuple[int, float, int, str]
+"""The entry of a due job: ``(-priority, visible_at, serial, id)``."""
+_Fifo = deque[tuple[float, int, str]]
 
 
 class JobQueue:
@@ -96,7 +103,9 @@ class JobQueue:
     time each becomes claimable, and a heap of those that came due, by priority then that
     time; a claim moves the jobs that have come due from the first to the second. Jobs due
     when they are stored (enqueued, released) cost O(1), in a FIFO per priority beside the
-    heaps. Introduced in lesson 03; priorities and deadlines in lesson 13.
+    heaps. Each named queue has FIFOs and a heap of due jobs of its own, so a claim from
+    one queue never steps over the jobs of another. Introduced in lesson 03; priorities
+    and deadlines in lesson 13; named queues with issue 24.
     """
 
     def __init__(
@@ -124,15 +133,16 @@ class JobQueue:
         self._dead: dict[str, DeadLetter] = {}
         # Entries end in (serial, job id), serials unique for the queue's life. A job due
         # when stored (enqueued, released) has one entry (visible_at, serial, id) in the FIFO
-        # `_fresh[priority]`, appended in order. A job not yet due has one in `_later`, a
-        # min-heap; when a claim finds it due, it moves to two: (-priority, visible_at,
-        # serial, id) in `_ready`, which claims pop, and (visible_at, serial, id) in
-        # `_ready_at`, for next_visible_at. An entry whose serial is not its job's current
-        # one is stale: skipped when it surfaces, and all dropped at once when they
-        # outnumber the live ones, so acked jobs leave nothing behind for long.
-        self._fresh: dict[int, deque[tuple[float, int, str]]] = {}
+        # `_fresh[queue name, priority]`, appended in order. A job not yet due has one in
+        # `_later`, a min-heap; when a claim finds it due, it moves to two: (-priority,
+        # visible_at, serial, id) in `_ready[queue name]`, which claims pop, and
+        # (visible_at, serial, id) in `_ready_at`, for next_visible_at. An entry whose
+        # serial is not its job's current one is stale: skipped when it surfaces, and all
+        # dropped at once when they outnumber the live ones, so acked jobs leave nothing
+        # behind for long.
+        self._fresh: dict[tuple[str, int], _Fifo] = {}
         self._later: list[tuple[float, int, str]] = []
-        self._ready: list[tuple[int, float, int, str]] = []
+        self._ready: dict[str, list[_Due]] = {}
         self._ready_at: list[tuple[float, int, str]] = []
         self._current: dict[str, int] = {}
         self._serial = itertools.count()
@@ -153,6 +163,7 @@ class JobQueue:
         id: str | None = None,
         priority: int | None = None,
         unique_for_s: float | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> Job:
         """Add a job, waiting from now on, and return its record.
 
@@ -166,24 +177,29 @@ class JobQueue:
             priority: this job's priority, in place of the type's (``None``); see
                 :attr:`Job.priority`.
             unique_for_s: keep the id held this many seconds after the job finished
-                (acked, or discarded from the dead letters: the window then counts from its
-                death), so that a repeat adds nothing until then; it returns the finished
-                job's id, type and payload (a :class:`Job` with nothing else kept); see
-                :func:`~jobqueue.backends.rules.held_until`. ``None`` (default): the id is
-                free again at the ack. Oban's ``unique: [period: ...]`` counts its window
-                from the insert instead; counted from the finish, a re-publish that comes
-                after a long job is refused too.
+                (acked, cancelled, or discarded from the dead letters: the window then
+                counts from its death), so that a repeat adds nothing until then; it
+                returns the finished job's id, type and payload (a :class:`Job` with nothing
+                else kept); see :func:`~jobqueue.backends.rules.held_until`. ``None``
+                (default): the id is free again at the ack. Oban's ``unique: [period: ...]``
+                counts its window from the insert instead; counted from the finish, a
+                re-publish that comes after a long job is refused too.
+            queue: the named queue the job waits in (default ``"default"``); a claim may
+                take only some queues (see :meth:`claim_many`). A job already held under
+                ``id`` stays in its own queue.
 
         Raises:
             PayloadError: if the payload is of the wrong class or not JSON-serialisable.
             InvalidSettingError: if ``id`` is not a non-empty str, ``priority`` is not an
                 int within the bounds, ``unique_for_s`` is not a finite number of seconds
-                >= 0, or ``new_id`` made an id the queue already holds.
+                >= 0, ``queue`` cannot name a queue (see
+                :func:`~jobqueue.job.check_queue_name`), or ``new_id`` made an id the queue
+                already holds.
         """
         ids = None if id is None else [id]
-        return self.enqueue_many(job_type, [payload], ids=ids, priority=priority, unique_for_s=unique_for_s)[
-            0
-        ]
+        return self.enqueue_many(
+            job_type, [payload], ids=ids, priority=priority, unique_for_s=unique_for_s, queue=queue
+        )[0]
 
     def enqueue_many(
         self,
@@ -193,6 +209,7 @@ class JobQueue:
         ids: JobIds = None,
         priority: int | None = None,
         unique_for_s: float | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> list[Job]:
         """Enqueue several jobs of one type, in order; see :meth:`enqueue`.
 
@@ -202,26 +219,28 @@ class JobQueue:
             ids: one id per payload, or ``None`` for fresh ids.
             priority: the priority of every job, or ``None`` for the type's.
             unique_for_s: the unique window of every job (see :meth:`enqueue`).
+            queue: the named queue of every job.
 
         Raises:
             PayloadError: if any payload is invalid; then no job is added.
             InvalidSettingError: if ``ids`` and ``payloads`` differ in length,
-                ``priority`` is not an int within the bounds, or ``unique_for_s`` is not
-                a finite number of seconds >= 0.
+                ``priority`` is not an int within the bounds, ``unique_for_s`` is not
+                a finite number of seconds >= 0, or ``queue`` cannot name a queue.
         """
         wanted: Sequence[str | None] = check_ids(ids, payloads) or [None] * len(payloads)
         window = check_unique_for_s(unique_for_s)
         data = [job_type.dump(payload) for payload in payloads]  # all checked before any is added
         if priority is not None:
             check_priority(priority)  # before any job is added
+        check_queue_name(queue)
         return [
-            self._held(job_id) or self._add(job_type, text, job_id, priority, window)
+            self._held(job_id) or self._add(job_type, text, job_id, priority, window, queue)
             for text, job_id in zip(data, wanted, strict=True)
         ]
 
     # -- worker side ---------------------------------------------------------------
 
-    def claim(self, *, types: JobTypes = None) -> Lease | None:
+    def claim(self, *, types: JobTypes = None, queues: QueueNames = None) -> Lease | None:
         """Lease the due job of highest priority, claimable longest among equals; or ``None``.
 
         The claim counts as an attempt (a worker that crashes mid-job still used one),
@@ -230,16 +249,17 @@ class JobQueue:
         dead-letters, instead of handing out, a job whose final attempt's lease ran out, and
         a job past its deadline (:attr:`Job.expires_at`: ``"expired: ..."``, no attempt
         used). Jobs behind the one claimed wait for a later claim, even if expired. With
-        ``types``, only jobs of those job types are claimed (or dead-lettered); see
-        :meth:`claim_many`.
+        ``types``, only jobs of those job types are claimed (or dead-lettered), and with
+        ``queues`` only jobs of those named queues; see :meth:`claim_many`.
 
         Raises:
-            InvalidSettingError: if ``types`` is not a collection of job type names.
+            InvalidSettingError: if ``types`` is not a collection of job type names, or
+                ``queues`` not one of queue names.
         """
-        leases = self.claim_many(1, types=types)
+        leases = self.claim_many(1, types=types, queues=queues)
         return leases[0] if leases else None
 
-    def claim_many(self, limit: int, *, types: JobTypes = None) -> list[Lease]:
+    def claim_many(self, limit: int, *, types: JobTypes = None, queues: QueueNames = None) -> list[Lease]:
         """Claim up to ``limit`` due jobs at once, in the order :meth:`claim` would.
 
         Args:
@@ -247,19 +267,24 @@ class JobQueue:
             types: the names of the job types to claim (a worker's handlers), or ``None``
                 for any; jobs of other types are passed over and keep their places. Each
                 claim with a filter steps over the due jobs of other types ahead of the ones
-                it takes (this queue keeps one order for all types).
+                it takes (this queue keeps one order for all types of a named queue).
+            queues: the named queues to claim from, or ``None`` for every queue; the
+                others are not looked at (each named queue keeps its due jobs apart).
 
         Raises:
-            InvalidSettingError: if ``limit`` is not an int >= 1, or ``types`` is not a
-                collection of job type names.
+            InvalidSettingError: if ``limit`` is not an int >= 1, ``types`` is not a
+                collection of job type names, or ``queues`` not one of queue names.
         """
         check_count("limit", limit)
         wanted = check_types(types)
+        names = check_queues(queues)
+        if wanted == frozenset() or names == frozenset():
+            return []
         now = self.clock.now()
         self._promote(now)
         leases: list[Lease] = []
-        passed: list[tuple[tuple[int, float, int, str], deque[tuple[float, int, str]] | None]] = []
-        while len(leases) < limit and wanted != frozenset() and (popped := self._pop_due(now)) is not None:
+        passed: list[tuple[_Due, _Fifo | list[_Due]]] = []
+        while len(leases) < limit and (popped := self._pop_due(now, names)) is not None:
             job_id = popped[0][3]
             job = self._jobs[job_id]
             if wanted is not None and job.type not in wanted:
@@ -273,19 +298,20 @@ class JobQueue:
                 self._bury(replace(job, leased_until=None, leased_at=None, last_error=reason), now)
                 continue
             leases.append(self._lease(job, now))
-        for entry, fifo in reversed(passed):
-            if fifo is None:
-                heapq.heappush(self._ready, entry)
+        for entry, source in reversed(passed):
+            name = self._jobs[entry[3]].queue
+            if isinstance(source, list):  # its queue's heap (a compaction may have made a new one)
+                heapq.heappush(self._ready.setdefault(name, []), entry)
             else:  # into its FIFO, which _pop_due drops from _fresh once it looks empty
-                self._fresh.setdefault(-entry[0], fifo).appendleft(entry[1:])
+                self._fresh.setdefault((name, -entry[0]), source).appendleft(entry[1:])
         return leases
 
     def _lease(self, job: Job, now: float) -> Lease:
         """Lease the due ``job`` (its entries already stale): an attempt more, hidden for the lease."""
         until = now + self.visibility_timeout_s
         serial = next(self._lease_serial)  # also the fencing token: never handed out again
-        leased = replace(
-            job, attempts=job.attempts + 1, leased_until=until, leased_at=now, fencing_token=serial
+        leased = job.changed(
+            attempts=job.attempts + 1, leased_until=until, leased_at=now, fencing_token=serial
         )
         token = f"lease-{serial}"
         self._tokens[job.id] = token
@@ -633,9 +659,15 @@ class JobQueue:
         return finished if until > self.clock.now() else None
 
     def _add(
-        self, job_type: JobType[P], data: str, job_id: str | None, priority: int | None, window: float | None
+        self,
+        job_type: JobType[P],
+        data: str,
+        job_id: str | None,
+        priority: int | None,
+        window: float | None,
+        queue: str,
     ) -> Job:
-        """Store a new waiting job with payload ``data`` (JSON text), due now; ``window``: unique_for_s."""
+        """Store a new waiting job (payload ``data``, JSON) in ``queue``, due now; window: unique_for_s."""
         job = job_type.new_job(
             id=job_id if job_id is not None else self._fresh_id(),
             payload=data,
@@ -643,6 +675,7 @@ class JobQueue:
             now=self.clock.now(),
             priority=priority,
             unique_for_s=window,
+            queue=queue,
         )
         self._holds.pop(job.id, None)  # a window that ran out
         self._store(job)
@@ -683,14 +716,14 @@ class JobQueue:
         self._jobs[job.id] = job
         if entry[0] > self.clock.now():
             heapq.heappush(self._later, entry)
-        elif not (fifo := self._fresh.setdefault(job.priority, deque())) or fifo[-1] < entry:
+        elif not (fifo := self._fresh.setdefault((job.queue, job.priority), deque())) or fifo[-1] < entry:
             fifo.append(entry)
         else:  # due before the FIFO's last (the clock went back): out of its order
             self._make_ready(job, entry)
         self._compact_if_stale()
 
     def _make_ready(self, job: Job, entry: tuple[float, int, str]) -> None:
-        heapq.heappush(self._ready, (-job.priority, *entry))
+        heapq.heappush(self._ready.setdefault(job.queue, []), (-job.priority, *entry))
         heapq.heappush(self._ready_at, entry)
 
     def _promote(self, now: float) -> None:
@@ -700,31 +733,39 @@ class JobQueue:
             heapq.heappop(later)
             self._make_ready(self._jobs[entry[2]], entry)
 
-    def _pop_due(
-        self, now: float
-    ) -> tuple[tuple[int, float, int, str], deque[tuple[float, int, str]] | None] | None:
-        """Take the entry of the job to claim next off its FIFO or heap, or ``None``.
+    def _pop_due(self, now: float, names: frozenset[str] | None) -> tuple[_Due, _Fifo | list[_Due]] | None:
+        """Take the entry of the job to claim next from the queues ``names`` (``None``: all), or ``None``.
 
-        That is the live entry first by (-priority, visible_at, serial) among the FIFOs'
-        heads and the top of ``_ready``, if it is due at ``now`` (it may not be, after the
-        clock went back). Returns that entry as ``(-priority, visible_at, serial, id)``
-        and the FIFO it came from (``None``: from ``_ready``), so it can be put back.
+        That is the live entry first by (-priority, visible_at, serial) among the heads of
+        those queues' FIFOs and the tops of their heaps in ``_ready``, if it is due at
+        ``now`` (it may not be, after the clock went back). Returns that entry as
+        ``(-priority, visible_at, serial, id)`` and the FIFO or heap it came from, so it
+        can be put back.
         """
-        best = self._top(self._ready)
-        best_fifo = None
-        for priority, fifo in list(self._fresh.items()):
+        best: _Due | None = None
+        source: _Fifo | list[_Due] | None = None
+        heaps = self._ready.items()
+        fifos = list(self._fresh.items())
+        if names is not None:
+            heaps = {name: heap for name, heap in heaps if name in names}.items()
+            fifos = [(key, fifo) for key, fifo in fifos if key[0] in names]
+        for _, heap in heaps:
+            top = self._top(heap)
+            if top is not None and (best is None or top < best):
+                best, source = top, heap
+        for key, fifo in fifos:
             head = self._head(fifo)
             if head is None:
-                del self._fresh[priority]
-            elif best is None or (-priority, *head) < best:
-                best, best_fifo = (-priority, *head), fifo
-        if best is None or best[1] > now:
+                del self._fresh[key]
+            elif best is None or (-key[1], *head) < best:
+                best, source = (-key[1], *head), fifo
+        if best is None or source is None or best[1] > now:
             return None
-        if best_fifo is None:
-            heapq.heappop(self._ready)
+        if isinstance(source, list):
+            heapq.heappop(source)
         else:
-            best_fifo.popleft()
-        return best, best_fifo
+            source.popleft()
+        return best, source
 
     def _bury(self, job: Job, now: float) -> None:
         self._current.pop(job.id, None)
@@ -755,16 +796,18 @@ class JobQueue:
 
     def _compact_if_stale(self) -> None:
         """Drop every stale entry once they outnumber the live ones (amortised O(1) a call)."""
-        entries = len(self._later) + len(self._ready) + len(self._ready_at)
-        entries += sum(map(len, self._fresh.values()))
+        entries = len(self._later) + len(self._ready_at)
+        entries += sum(map(len, self._ready.values())) + sum(map(len, self._fresh.values()))
         if entries > 4 * len(self._current) + 2:  # a live job has one or two entries
-            fresh = {priority: deque(self._kept(fifo)) for priority, fifo in self._fresh.items()}
-            self._fresh = {priority: fifo for priority, fifo in fresh.items() if fifo}
+            fresh = {key: deque(self._kept(fifo)) for key, fifo in self._fresh.items()}
+            self._fresh = {key: fifo for key, fifo in fresh.items() if fifo}
             self._later, self._ready_at = self._kept(self._later), self._kept(self._ready_at)
-            self._ready = self._kept(self._ready)
+            ready = {name: self._kept(heap) for name, heap in self._ready.items()}
+            self._ready = {name: heap for name, heap in ready.items() if heap}
             heapq.heapify(self._later)
-            heapq.heapify(self._ready)
             heapq.heapify(self._ready_at)
+            for heap in self._ready.values():
+                heapq.heapify(heap)
 
     def _kept(self, entries: Iterable[_Entry]) -> list[_Entry]:
         """The live ones of ``entries``, in their order."""
@@ -784,12 +827,21 @@ class JobQueue:
         """
         check_count("exact_up_to", exact_up_to)
         now = self.clock.now()
-        rows = [(live_state(job, now), job.type, 1) for job in self._jobs.values()]
-        rows += [("dead", letter.job.type, 1) for letter in self._dead.values()]
-        rows += [("cancelled", kept.job.type, 1) for kept in self._finished if kept.outcome == "cancelled"]
+        rows = [(live_state(job, now), job.queue, job.type, 1) for job in self._jobs.values()]
+        rows += [("dead", letter.job.queue, letter.job.type, 1) for letter in self._dead.values()]
+        rows += [
+            ("cancelled", kept.job.queue, kept.job.type, 1)
+            for kept in self._finished
+            if kept.outcome == "cancelled"
+        ]
         ages = [now - job.visible_at() for job in self._jobs.values() if live_state(job, now) == "waiting"]
+        by_type, by_queue = tally_by_queue(rows)
         return Census(
-            at=now, by_type=tally(rows), estimated=frozenset(), oldest_waiting_age_s=max(ages, default=0.0)
+            at=now,
+            by_type=by_type,
+            by_queue=by_queue,
+            estimated=frozenset(),
+            oldest_waiting_age_s=max(ages, default=0.0),
         )
 
     def leased_jobs(self, limit: int) -> list[Job]:

@@ -57,7 +57,16 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 
 from jobqueue.backends import rules, sql
-from jobqueue.backends.contract import Failed, JobIds, JobTypes, check_ids, check_types, check_unique_for_s
+from jobqueue.backends.contract import (
+    Failed,
+    JobIds,
+    JobTypes,
+    QueueNames,
+    check_ids,
+    check_queues,
+    check_types,
+    check_unique_for_s,
+)
 from jobqueue.backends.rows import (
     DEAD_COLUMNS,
     JOB,
@@ -72,7 +81,7 @@ from jobqueue.backends.rows import (
     stored_values,
 )
 from jobqueue.backends.sqlqueue import QueueOptions, SqlQueue
-from jobqueue.census import EXACT_UP_TO, Census, State, tally
+from jobqueue.census import EXACT_UP_TO, Census, State, tally_by_queue
 from jobqueue.clock import ManualClock, ServerClock
 from jobqueue.errors import (
     CorruptJobError,
@@ -82,7 +91,17 @@ from jobqueue.errors import (
     QueueUnavailableError,
     StaleLeaseError,
 )
-from jobqueue.job import DeadLetter, Job, JobType, Lease, check_count, check_positive_seconds, check_priority
+from jobqueue.job import (
+    DEFAULT_QUEUE,
+    DeadLetter,
+    Job,
+    JobType,
+    Lease,
+    check_count,
+    check_positive_seconds,
+    check_priority,
+    check_queue_name,
+)
 
 P = TypeVar("P")
 
@@ -102,6 +121,17 @@ PRIORITIES_IN_USE = """
 """The body of the recursive CTE ``priorities`` that the claim and ``oldest_waiting`` share: the
 priorities of the live jobs, highest first, found by hopping through the claim index."""
 
+QUEUE_PRIORITIES_IN_USE = """
+    (SELECT priority FROM jobqueue_jobs WHERE died_at IS NULL AND queue = %(queue)s
+     ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT job.priority FROM jobqueue_jobs AS job
+            WHERE job.died_at IS NULL AND job.queue = %(queue)s AND job.priority < priorities.priority
+            ORDER BY job.priority DESC LIMIT 1)
+    FROM priorities WHERE priorities.priority IS NOT NULL
+"""
+""":data:`PRIORITIES_IN_USE` of one named queue's live jobs, hopping through ``jobqueue_jobs_queue_claim``."""
+
 
 SQL = sql.load(
     "postgres.sql",
@@ -115,20 +145,28 @@ SQL = sql.load(
         "new_columns": NEW_COLUMNS,
         "new_values": "0, %(max_attempts)s, %(base_s)s, %(cap_s)s, %(now)s, %(now)s,"
         " nextval('jobqueue_serial'), %(priority)s, %(expires_at)s, %(expires_after_s)s, %(now)s,"
-        " %(unique_for_s)s",
+        " %(unique_for_s)s, %(queue)s",
     },
 )
 """The statements of ``postgres.sql`` by block name: the select lists the row conversion
 reads, and the reasons of :func:`jobqueue.backends.rules.refusal`, filled in."""
 
-SQL["claim_types"] = SQL["claim"].replace("/* types */", "AND type = ANY(%(types)b::text[])")
+_TYPES = "AND type = ANY(%(types)b::text[])"
+_ONE_QUEUE = "AND queue = %(queue)s"
+_QUEUES = "AND queue = ANY(%(queues)b::text[])"
+SQL["claim_types"] = SQL["claim"].replace("/* types */", _TYPES)
+_ONE_QUEUE_CLAIM = SQL["claim"].replace(PRIORITIES_IN_USE, QUEUE_PRIORITIES_IN_USE)
+SQL["claim_queue"] = _ONE_QUEUE_CLAIM.replace("/* types */", _ONE_QUEUE)
+SQL["claim_queue_types"] = _ONE_QUEUE_CLAIM.replace("/* types */", f"{_ONE_QUEUE} {_TYPES}")
+SQL["claim_queues"] = SQL["claim"].replace("/* types */", _QUEUES)
+SQL["claim_queues_types"] = SQL["claim"].replace("/* types */", f"{_QUEUES} {_TYPES}")
 
 SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
 
 2: lesson 12's tables. 3: priorities and deadlines (lesson 13). 4: fencing tokens (lesson
 06). 5: the enqueue time (lesson 13's age since enqueue). 6: snoozes. 7: cancelled while
-leased. Older tables are migrated when a
+leased. 8: unique windows. 9: named queues. Older tables are migrated when a
 queue opens them (``migration_N`` blocks of ``postgres.sql``).
 """
 
@@ -150,6 +188,7 @@ class BatchOptions(TypedDict, total=False):
     conn: psycopg.Connection[Any] | None
     priority: int | None
     unique_for_s: float | None
+    queue: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -286,6 +325,7 @@ class PostgresQueue(SqlQueue):
         conn: psycopg.Connection[Any] | None = None,
         priority: int | None = None,
         unique_for_s: float | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> Job:
         """Add a job, waiting from now on, and return its record; see :meth:`JobQueue.enqueue`.
 
@@ -307,15 +347,17 @@ class PostgresQueue(SqlQueue):
             unique_for_s: hold the id this many seconds after the job finished; see
                 :meth:`JobQueue.enqueue`. Producers racing to enqueue the same id (also
                 with the ack of its job) leave one job.
+            queue: the named queue the job waits in (default ``"default"``).
 
         Raises:
             PayloadError: if the payload is of the wrong class or not JSON-serialisable.
             InvalidSettingError: if ``priority`` is not an int within the bounds, or
-                ``unique_for_s`` not a finite number of seconds >= 0.
+                ``unique_for_s`` not a finite number of seconds >= 0, or ``queue`` cannot
+                name a queue.
         """
         ids = None if id is None else [id]
         return self.enqueue_batch(
-            job_type, [payload], ids=ids, conn=conn, priority=priority, unique_for_s=unique_for_s
+            job_type, [payload], ids=ids, conn=conn, priority=priority, unique_for_s=unique_for_s, queue=queue
         )[0].job
 
     def enqueue_many(
@@ -342,22 +384,24 @@ class PostgresQueue(SqlQueue):
         conn: psycopg.Connection[Any] | None = None,
         priority: int | None = None,
         unique_for_s: float | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> list[Enqueued]:
         """Like :meth:`enqueue_many`, saying of each job whether this call added it.
 
         One round trip for the whole batch (``INSERT … ON CONFLICT DO NOTHING``). An id
         repeated within the batch is added once, with its first payload. ``priority``
         overrides the type's for every job, ``unique_for_s`` gives each its unique window
-        (see :meth:`enqueue`).
+        (see :meth:`enqueue`); every job goes to the named ``queue``.
 
         Raises:
             PayloadError: if any payload is invalid; then no job is added.
             InvalidSettingError: if ``ids`` and ``payloads`` differ in length,
-                ``priority`` is not an int within the bounds, or ``unique_for_s`` not a
-                finite number of seconds >= 0.
+                ``priority`` is not an int within the bounds, ``unique_for_s`` not a
+                finite number of seconds >= 0, or ``queue`` cannot name a queue.
         """
         check_ids(ids, payloads)
         window = check_unique_for_s(unique_for_s)
+        check_queue_name(queue)
         chosen = job_type.priority if priority is None else check_priority(priority)
         data = [job_type.dump(payload) for payload in payloads]  # all checked before any is written
         wanted: list[str | None] = list(ids) if ids is not None else [None] * len(data)
@@ -369,10 +413,10 @@ class PostgresQueue(SqlQueue):
         results: dict[int, Enqueued] = {}
         with self._connection(conn) as con:
             if ids is None and window is None and self._is_own(con):
-                rows = self._insert_fresh(con, job_type, data, results, chosen)
+                rows = self._insert_fresh(con, job_type, data, results, chosen, queue)
             while rows:  # more than once only when a fresh id was taken meanwhile
                 batch = [(i, wanted[i], data[i]) for i in rows]
-                rows = self._insert(con, job_type, batch, results, chosen, window)
+                rows = self._insert(con, job_type, batch, results, chosen, window, queue)
             if self._is_own(con) and any(entry.added for entry in results.values()):
                 self._notify(con)  # after the commit (see postgres.sql)
         for index, job_id in enumerate(wanted):
@@ -398,7 +442,7 @@ class PostgresQueue(SqlQueue):
 
     # -- worker side -------------------------------------------------------------------
 
-    def claim_many(self, limit: int, *, types: JobTypes = None) -> list[Lease]:
+    def claim_many(self, limit: int, *, types: JobTypes = None, queues: QueueNames = None) -> list[Lease]:
         """Claim up to ``limit`` due jobs, by priority then longest-claimable, skipping others' claims.
 
         Each claim counts as an attempt and hides its job for the visibility timeout. Jobs
@@ -430,17 +474,23 @@ class PostgresQueue(SqlQueue):
 
         With ``types``, only jobs of those job types are claimed (or dead-lettered on the
         way): the others are passed over in the claim index, so a claim with a filter
-        reads the due jobs of other types ahead of the ones it takes.
+        reads the due jobs of other types ahead of the ones it takes. With ``queues``, only
+        jobs of those named queues: a claim from one queue (a
+        :class:`~jobqueue.runner.Runner`'s, for each of its queues) walks that queue's
+        priorities and due jobs in an index of its own (``jobqueue_jobs_queue_claim``) and
+        reads no job of another queue; a claim from several passes over the due jobs of
+        the others in the claim index, as a type filter does.
 
         Raises:
-            InvalidSettingError: if ``limit`` is not an int >= 1, or ``types`` is not a
-                collection of job type names.
+            InvalidSettingError: if ``limit`` is not an int >= 1, ``types`` is not a
+                collection of job type names, or ``queues`` not one of queue names.
         """
         check_count("limit", limit)
-        wanted = check_types(types)
-        if wanted is not None and not wanted:
+        wanted, among = check_types(types), check_queues(queues)
+        if wanted == frozenset() or among == frozenset():
             return []
         names = None if wanted is None else sorted(wanted)
+        statement, queue_names = _claim_statement(names is not None, among)
         leases: list[Lease] = []
         with self._connection() as con:
             if not getattr(self._local, "fenced", False):  # a new connection: pass over lost tokens
@@ -451,13 +501,15 @@ class PostgresQueue(SqlQueue):
             while buried and len(leases) < limit:  # buried jobs took up places: look again
                 now = self.clock.now()
                 rows = con.execute(
-                    SQL["claim" if names is None else "claim_types"],
+                    statement,
                     {
                         "now": now,
                         "until": now + self.visibility_timeout_s,
                         "limit": limit - len(leases),
                         "types": names,
                         "commit": "on" if self.transaction_pooler else "off",
+                        "queue": queue_names[0] if queue_names else None,
+                        "queues": queue_names,
                     },
                     prepare=self._prepare(con),
                     binary=True,  # numbers as they are stored, not as decimal text to parse
@@ -686,6 +738,7 @@ class PostgresQueue(SqlQueue):
         results: dict[int, Enqueued],
         priority: int,
         window: float | None,
+        queue: str,
     ) -> list[int]:
         """Insert ``(index, id or None, payload)`` rows in one statement; fill ``results`` by index.
 
@@ -700,7 +753,7 @@ class PostgresQueue(SqlQueue):
         rows_of = con.cursor(row_factory=tuple_row)  # whatever the caller's connection's factory
         found = rows_of.execute(
             SQL["enqueue"],
-            new_job_values(job_type, policy, now, priority, window)
+            new_job_values(job_type, policy, now, priority, window, queue)
             | {
                 "ids": [job_id for _, job_id, _ in rows],
                 "payloads": [payload for _, _, payload in rows],
@@ -719,7 +772,13 @@ class PostgresQueue(SqlQueue):
             job_id = ENQUEUED.value(row, "given_id")
             if ENQUEUED.value(row, "added"):
                 new = job_type.new_job(
-                    id=job_id, payload=payload, retry=policy, now=now, priority=priority, unique_for_s=window
+                    id=job_id,
+                    payload=payload,
+                    retry=policy,
+                    now=now,
+                    priority=priority,
+                    unique_for_s=window,
+                    queue=queue,
                 )
                 results[index] = Enqueued(job=new, added=True)
             elif wanted is None:
@@ -741,6 +800,7 @@ class PostgresQueue(SqlQueue):
         payloads: list[str],
         results: dict[int, Enqueued],
         priority: int,
+        queue: str,
     ) -> list[int]:
         """Insert jobs that all take fresh ids, on the queue's own connection; fill ``results``.
 
@@ -753,13 +813,15 @@ class PostgresQueue(SqlQueue):
         try:
             found = con.execute(
                 SQL["enqueue_fresh"],
-                new_job_values(job_type, policy, now, priority, None) | {"payloads": payloads},
+                new_job_values(job_type, policy, now, priority, None, queue) | {"payloads": payloads},
                 prepare=self._prepare(con),
             ).fetchall()
         except psycopg.errors.UniqueViolation:
             return list(range(len(payloads)))
         for index, ((job_id,), payload) in enumerate(zip(found, payloads, strict=True)):
-            new = job_type.new_job(id=job_id, payload=payload, retry=policy, now=now, priority=priority)
+            new = job_type.new_job(
+                id=job_id, payload=payload, retry=policy, now=now, priority=priority, queue=queue
+            )
             results[index] = Enqueued(job=new, added=True)
         return []
 
@@ -866,7 +928,22 @@ class PostgresQueue(SqlQueue):
                 rows = [row for row in rows if row[0] not in estimated]
                 rows += [row for row in sampled if row[0] in estimated]
             oldest = con.execute(SQL["oldest_waiting"], {"now": now}).fetchall()[0][0]
-        return Census(at=now, by_type=tally(rows), estimated=estimated, oldest_waiting_age_s=float(oldest))
+        by_type, by_queue = tally_by_queue(rows)
+        return Census(
+            at=now,
+            by_type=by_type,
+            by_queue=by_queue,
+            estimated=estimated,
+            oldest_waiting_age_s=float(oldest),
+        )
+
+
+def _claim_statement(typed: bool, queues: frozenset[str] | None) -> tuple[str, list[str] | None]:
+    """The claim statement of a filter (by type if ``typed``; from ``queues``) and its queue names."""
+    if queues is None:
+        return SQL["claim_types" if typed else "claim"], None
+    kind = "claim_queue" if len(queues) == 1 else "claim_queues"
+    return SQL[f"{kind}_types" if typed else kind], sorted(queues)
 
 
 def _claim_order(row: Sequence[Any]) -> int:
@@ -1162,7 +1239,7 @@ def _overflowing(rows: Sequence[Sequence[Any]], exact_up_to: int) -> frozenset[S
     """The states of the ranges in which ``census_bounded`` found more than ``exact_up_to`` jobs."""
     over: set[State] = set()
     for states in _RANGES:
-        if sum(row[2] for row in rows if row[0] in states) > exact_up_to:
+        if sum(row[3] for row in rows if row[0] in states) > exact_up_to:
             over |= states
     return frozenset(over)
 

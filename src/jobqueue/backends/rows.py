@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 from jobqueue.backoff import Backoff
 from jobqueue.errors import CorruptJobError, InvalidSettingError
 from jobqueue.job import (
+    DEFAULT_QUEUE,
     MAX_ATTEMPTS_LIMIT,
     PRIORITY_LIMIT,
     DeadLetter,
@@ -59,6 +60,7 @@ class JobRow(NamedTuple):
     fencing_token: Any
     enqueued_at: Any
     unique_for_s: Any
+    queue: Any
 
 
 JOB_FIELDS = JobRow._fields
@@ -123,7 +125,7 @@ FINISHED = Columns(*JOB_FIELDS, "outcome", "finished_at")
 
 NEW_COLUMNS = (
     "id, type, payload, attempts, max_attempts, base_s, cap_s, run_at, visible_at, serial,"
-    " priority, expires_at, expires_after_s, enqueued_at, unique_for_s"
+    " priority, expires_at, expires_after_s, enqueued_at, unique_for_s, queue"
 )
 """The columns an enqueue fills, in order; the others start NULL."""
 
@@ -133,7 +135,7 @@ def stored_values(job: Job) -> dict[str, Any]:
 
     Keyed ``id``, ``type``, ``payload``, ``attempts``, ``max_attempts``, ``base_s``,
     ``cap_s``, ``run_at`` (seconds), ``error``, ``priority``, ``expires_at``,
-    ``expires_after_s``, ``fencing_token``, ``enqueued_at`` and ``unique_for_s``.
+    ``expires_after_s``, ``fencing_token``, ``enqueued_at``, ``unique_for_s`` and ``queue``.
     """
     return {
         "id": job.id,
@@ -151,17 +153,23 @@ def stored_values(job: Job) -> dict[str, Any]:
         "fencing_token": job.fencing_token,
         "enqueued_at": job.enqueued_at,
         "unique_for_s": job.unique_for_s,
+        "queue": job.queue,
     }
 
 
 def new_job_values(
-    job_type: JobType[Any], policy: RetryPolicy, now: float, priority: int, unique_for_s: float | None
+    job_type: JobType[Any],
+    policy: RetryPolicy,
+    now: float,
+    priority: int,
+    unique_for_s: float | None,
+    queue: str,
 ) -> dict[str, Any]:
-    """The values every SQL backend stores in a new job of ``job_type`` enqueued at ``now``.
+    """The values every SQL backend stores in a new job of ``job_type`` enqueued at ``now`` in ``queue``.
 
     Keyed by the statements' parameter names: ``type``, ``max_attempts``, ``base_s``,
-    ``cap_s``, ``now`` (seconds), ``priority``, ``expires_at``, ``expires_after_s`` and
-    ``unique_for_s`` (seconds or ``None``).
+    ``cap_s``, ``now`` (seconds), ``priority``, ``expires_at``, ``expires_after_s``,
+    ``unique_for_s`` (seconds or ``None``) and ``queue``.
     """
     return {
         "type": job_type.name,
@@ -173,6 +181,7 @@ def new_job_values(
         "expires_at": deadline(now, job_type.expires_after_s),
         "expires_after_s": job_type.expires_after_s,
         "unique_for_s": unique_for_s,
+        "queue": queue,
     }
 
 
@@ -207,6 +216,7 @@ def job_from_row(row: JobRow) -> Job:
             "fencing_token": row.fencing_token,
             "enqueued_at": row.enqueued_at,
             "unique_for_s": row.unique_for_s,
+            "queue": row.queue,
         }
     )
 
@@ -237,6 +247,7 @@ def _plain(row: JobRow) -> bool:
         and fencing_token >= 0
         and (row.enqueued_at is None or _float_time(row.enqueued_at))
         and (row.unique_for_s is None or _float_time(row.unique_for_s))
+        and _nonempty_text(row.queue)
     )
 
 
@@ -284,6 +295,8 @@ def _check_values(values: dict[str, Any]) -> None:
             _check(
                 values[name] is None or _is_time(values[name]), name, values[name], "a finite time or NULL"
             )
+        queue = values["queue"]
+        _check(isinstance(queue, str) and queue != "", "queue", queue, "a non-empty text")
     except InvalidSettingError as exc:
         raise CorruptJobError(f"the stored row of job {values['id']!r} cannot be read: {exc}") from exc
 
@@ -306,7 +319,7 @@ def salvage(row: JobRow, error: CorruptJobError) -> Job:
 
     Values that read as they should are kept; the others take their defaults (attempts
     0, the default retry policy, ``run_at`` 0, priority 0, no deadline, fencing token 0, no
-    enqueue time, no unique window). ``last_error``
+    enqueue time, no unique window, the default queue). ``last_error``
     becomes ``"CorruptJobError: …"``, followed by the row's own last error if it had one,
     so nothing is lost.
     """
@@ -341,6 +354,7 @@ def salvage(row: JobRow, error: CorruptJobError) -> Job:
         fencing_token=token if _is_int(token := values["fencing_token"]) and token >= 0 else 0,
         enqueued_at=_time_or_none(values["enqueued_at"]),
         unique_for_s=_time_or_none(values["unique_for_s"]),
+        queue=values["queue"] if isinstance(values["queue"], str) and values["queue"] else DEFAULT_QUEUE,
     )
 
 

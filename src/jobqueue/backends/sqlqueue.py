@@ -28,6 +28,7 @@ from jobqueue.backends.contract import (
     CancelOutcome,
     Failed,
     JobTypes,
+    QueueNames,
     check_delay_s,
     check_holder,
     check_seconds,
@@ -164,12 +165,12 @@ class SqlQueue(ABC):
         self.close()
 
     @abstractmethod
-    def claim_many(self, limit: int, *, types: JobTypes = None) -> list[Lease]:
-        """Lease up to ``limit`` due jobs (of ``types`` only, if given); see :meth:`JobQueue.claim_many`."""
+    def claim_many(self, limit: int, *, types: JobTypes = None, queues: QueueNames = None) -> list[Lease]:
+        """Lease up to ``limit`` due jobs (of ``types``, from ``queues``); see :meth:`JobQueue.claim_many`."""
 
-    def claim(self, *, types: JobTypes = None) -> Lease | None:
+    def claim(self, *, types: JobTypes = None, queues: QueueNames = None) -> Lease | None:
         """Lease the job that has been claimable longest, or ``None``; see :meth:`JobQueue.claim`."""
-        leases = self.claim_many(1, types=types)
+        leases = self.claim_many(1, types=types, queues=queues)
         return leases[0] if leases else None
 
     def ack(self, lease: Lease) -> None:

@@ -87,7 +87,15 @@ def dashboard_figure(taken: Snapshot) -> Figure:
 
 
 def tables_html(taken: Snapshot) -> str:
-    """The running jobs and the dead letters of ``taken`` as two small HTML tables (text escaped)."""
+    """The jobs by queue, the running jobs and the dead letters of ``taken`` as HTML tables (text escaped)."""
+    census = taken.census
+    by_queue = [
+        (
+            counts.queue,
+            *(f"{'~' if state in census.estimated else ''}{counts.count(state)}" for state in STATES),
+        )
+        for counts in census.by_queue
+    ]
     running = [
         (
             job.id,
@@ -106,8 +114,10 @@ def tables_html(taken: Snapshot) -> str:
         )
         for letter in taken.dead_letters
     ]
-    return _table("running", ("job", "type", "attempt", "lease ends"), running) + _table(
-        "dead letters", ("job", "type", "died", "last error"), dead
+    return (
+        _table("jobs by queue", ("queue", *STATES), by_queue)
+        + _table("running", ("job", "type", "attempt", "lease ends"), running)
+        + _table("dead letters", ("job", "type", "died", "last error"), dead)
     )
 
 

@@ -44,15 +44,21 @@ function drawTotals(snap) {
   document.getElementById("totals").replaceChildren(...cards);
 }
 
-function drawByType(snap) {
-  const table = document.getElementById("by-type");
+function drawCensus(snap) {
+  drawCounts(snap, "by-type", snap.by_type, "job type", "job_type", "data-type");
+  drawCounts(snap, "by-queue", snap.by_queue, "queue", "queue", "data-queue");
+}
+
+// One table of counts by state: a row per job type (or per named queue), keyed by `key`.
+function drawCounts(snap, id, entries, label, key, attribute) {
+  const table = document.getElementById(id);
   const estimated = new Set(snap.estimated);
   const head = el("tr");
-  head.append(el("th", {}, "job type"), ...snap.states.map((s) => el("th", { class: "num" }, LABELS[s])));
+  head.append(el("th", {}, label), ...snap.states.map((s) => el("th", { class: "num" }, LABELS[s])));
   table.tHead.replaceChildren(head);
-  const rows = snap.by_type.map((counts) => {
-    const row = el("tr", { "data-type": counts.job_type });
-    row.append(el("td", {}, counts.job_type));
+  const rows = entries.map((counts) => {
+    const row = el("tr", { [attribute]: counts[key] });
+    row.append(el("td", {}, counts[key]));
     for (const state of snap.states) {
       row.append(el("td", { class: "num", "data-state": state }, number(counts[state], estimated.has(state))));
     }
@@ -180,7 +186,7 @@ async function refresh() {
     if (!response.ok) throw new Error(snap.message || response.statusText);
     drawTotals(snap);
     drawChart(snap);
-    drawByType(snap);
+    drawCensus(snap);
     drawRunning(snap);
     drawDead(snap);
     status.className = "status";
