@@ -24,7 +24,7 @@ def test_the_view_shows_the_snapshot_summary_and_refreshes() -> None:
     view = DashboardView(queue, chart_s=60.0, bin_s=5.0)
     assert repr(view) == (
         "DashboardView('1 waiting, 0 scheduled, 1 leased, 1 dead, 0 cancelled; 0 done and 100% failed"
-        " in the last 60 s; oldest waiting 0.0 s')"
+        " in the last 60 s; oldest waiting 0.0 s, 0.0 s since enqueue')"
     )
     assert bytes(view.picture.value).startswith(b"\x89PNG")
     lease = queue.claim()

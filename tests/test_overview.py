@@ -103,9 +103,10 @@ def test_snapshot_lists_running_jobs_dead_letters_and_bins_the_outcomes(queue: Q
     assert taken.failure_rate == pytest.approx(2 / 3)
     assert taken.summary() == (
         "2 waiting, 1 scheduled, 1 leased, 1 dead, 0 cancelled; 1 done and 67% failed in the last 60 s;"
-        " oldest waiting 5.0 s"
+        " oldest waiting 5.0 s, 6.0 s since enqueue"  # the receipt in backoff: enqueued at T0
     )
     data = taken.to_json()
+    assert data["oldest_enqueued_age_s"] == pytest.approx(6.0)
     assert data["totals"] == {"waiting": 2, "scheduled": 1, "leased": 1, "dead": 1, "cancelled": 0}
     assert data["by_type"][1] == {
         "job_type": "send_receipt",
@@ -174,9 +175,12 @@ def test_postgres_estimates_a_state_past_exact_up_to_and_counts_the_others_exact
         assert lease is not None
         queue.fail(lease, "boom", permanent=True)
         census = queue.census(exact_up_to=2)
+        exact = queue.census()
     # 4 waiting is past 2: estimated from a sample, which on a table this small is all of it.
     assert census.estimated == frozenset({"waiting"})
     assert census.by_type == (TypeCounts(job_type="send_receipt", waiting=4, dead=1),)
+    assert census.oldest_enqueued_age_s is None  # it would read every job: not shown
+    assert exact.oldest_enqueued_age_s == 0.0  # exact counts: read (all enqueued at T0, now)
 
 
 def test_tally_adds_rows_and_rounds_estimates() -> None:

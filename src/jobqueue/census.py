@@ -95,6 +95,11 @@ class Census:
             :attr:`~jobqueue.metrics.QueueMetrics.oldest_waiting_age_s`).
         by_queue: the same jobs by named queue, one entry per queue with a job, sorted by
             name (the same counts, split the other way: estimated alike).
+        oldest_enqueued_age_s: how long ago the oldest job not under a lease (waiting, or
+            waiting out a backoff) was enqueued, in seconds, as
+            :attr:`~jobqueue.metrics.QueueMetrics.oldest_enqueued_age_s`; ``None`` where
+            finding it would read every job (PostgreSQL once a count is estimated: no
+            index orders the jobs by enqueue time, and a refresh must not scan them all).
     """
 
     at: float
@@ -102,6 +107,7 @@ class Census:
     estimated: frozenset[State]
     oldest_waiting_age_s: float
     by_queue: tuple[QueueCounts, ...] = ()
+    oldest_enqueued_age_s: float | None = None
 
     def total(self, state: State) -> int:
         """The jobs of every type in ``state``."""

@@ -108,7 +108,7 @@ class Snapshot:
         span = self.rates[-1].start + self.rates[-1].width_s - self.rates[0].start if self.rates else 0.0
         return (
             f"{counts}; {self.done} done and {self.failure_rate:.0%} failed in the last {span:g} s;"
-            f" oldest waiting {census.oldest_waiting_age_s:.1f} s"
+            f" oldest waiting {census.oldest_waiting_age_s:.1f} s{_since_enqueue(census)}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -133,6 +133,7 @@ class Snapshot:
                 for counts in census.by_queue
             ],
             "oldest_waiting_age_s": census.oldest_waiting_age_s,
+            "oldest_enqueued_age_s": census.oldest_enqueued_age_s,
             "done": self.done,
             "failed": self.failed,
             "failure_rate": self.failure_rate,
@@ -240,3 +241,9 @@ def bin_outcomes(
     return tuple(
         Rate(start=start + i * bin_s, width_s=bin_s, done=done[i], failed=failed[i]) for i in range(bins)
     )
+
+
+def _since_enqueue(census: Census) -> str:
+    """The summary's words on the age since enqueue: empty where the census could not tell."""
+    age = census.oldest_enqueued_age_s
+    return "" if age is None else f", {age:.1f} s since enqueue"

@@ -678,6 +678,7 @@ class DurableQueue(SqlQueue):
             now = self.clock.now()
             rows = con.execute(SQL["census"], {"now": now}).fetchall()
             oldest = con.execute(SQL["oldest_waiting"], {"now": now}).fetchall()[0][0]
+            enqueued = con.execute(SQL["oldest_enqueued"], {"now": now}).fetchall()[0][0]
         by_type, by_queue = tally_by_queue(rows)
         return Census(
             at=now,
@@ -685,6 +686,7 @@ class DurableQueue(SqlQueue):
             by_queue=by_queue,
             estimated=frozenset(),
             oldest_waiting_age_s=float(oldest),
+            oldest_enqueued_age_s=float(enqueued),
         )
 
 

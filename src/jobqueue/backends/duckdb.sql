@@ -420,6 +420,11 @@ FROM jobqueue_jobs GROUP BY ALL
 UNION ALL SELECT 'dead', queue, type, count(*) FROM jobqueue_dead GROUP BY queue, type
 UNION ALL SELECT 'cancelled', queue, type, count(*) FROM jobqueue_finished WHERE outcome = 'cancelled' GROUP BY queue, type;
 
+-- name: oldest_enqueued
+-- The census's age since enqueue: the oldest job not under a lease, by its enqueue time.
+SELECT coalesce(max($now - coalesce(enqueued_at, run_at)), 0.0) FROM jobqueue_jobs
+WHERE coalesce(leased_until <= $now, true);
+
 -- name: oldest_waiting
 SELECT coalesce(max($now - visible_at), 0.0) FROM jobqueue_jobs WHERE visible_at <= $now;
 

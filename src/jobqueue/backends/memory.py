@@ -834,7 +834,13 @@ class JobQueue:
             for kept in self._finished
             if kept.outcome == "cancelled"
         ]
-        ages = [now - job.visible_at() for job in self._jobs.values() if live_state(job, now) == "waiting"]
+        states = [(job, live_state(job, now)) for job in self._jobs.values()]
+        ages = [now - job.visible_at() for job, state in states if state == "waiting"]
+        enqueued = [
+            now - (job.run_at if job.enqueued_at is None else job.enqueued_at)
+            for job, state in states
+            if state != "leased"
+        ]
         by_type, by_queue = tally_by_queue(rows)
         return Census(
             at=now,
@@ -842,6 +848,7 @@ class JobQueue:
             by_queue=by_queue,
             estimated=frozenset(),
             oldest_waiting_age_s=max(ages, default=0.0),
+            oldest_enqueued_age_s=max(enqueued, default=0.0),
         )
 
     def leased_jobs(self, limit: int) -> list[Job]:

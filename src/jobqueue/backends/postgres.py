@@ -928,6 +928,9 @@ class PostgresQueue(SqlQueue):
                 rows = [row for row in rows if row[0] not in estimated]
                 rows += [row for row in sampled if row[0] in estimated]
             oldest = con.execute(SQL["oldest_waiting"], {"now": now}).fetchall()[0][0]
+            enqueued = None  # with a count estimated, finding it would read every job
+            if not estimated:
+                enqueued = float(con.execute(SQL["oldest_enqueued"], {"now": now}).fetchall()[0][0])
         by_type, by_queue = tally_by_queue(rows)
         return Census(
             at=now,
@@ -935,6 +938,7 @@ class PostgresQueue(SqlQueue):
             by_queue=by_queue,
             estimated=estimated,
             oldest_waiting_age_s=float(oldest),
+            oldest_enqueued_age_s=enqueued,
         )
 
 

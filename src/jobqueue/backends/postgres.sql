@@ -649,6 +649,12 @@ SELECT CASE WHEN died_at IS NOT NULL THEN 'dead' WHEN leased_until > %(now)s THE
        queue, type, count(*) * 100.0 / %(percent)s
 FROM jobqueue_jobs TABLESAMPLE SYSTEM (%(percent)s) GROUP BY 1, 2, 3;
 
+-- name: oldest_enqueued
+-- The census's age since enqueue, run only while every count is exact (a bounded number of
+-- live jobs): no index orders the jobs by enqueue time, so this reads every live job.
+SELECT coalesce(max(%(now)s - coalesce(enqueued_at, run_at)), 0.0) FROM jobqueue_jobs
+WHERE died_at IS NULL AND coalesce(leased_until <= %(now)s, true);
+
 -- name: oldest_waiting
 -- The oldest due job of each priority, the first entry of its range in the claim index: the
 -- priorities in use are found by hopping through the index (one probe each), not by a scan.

@@ -41,6 +41,9 @@ function drawTotals(snap) {
   cards.push(card("done", "done, 10 min", number(snap.done, false)));
   cards.push(card("failure", "failure rate", `${(snap.failure_rate * 100).toFixed(1)} %`));
   cards.push(card("oldest", "oldest waiting", seconds(snap.oldest_waiting_age_s)));
+  // null when counting it would read every job (PostgreSQL with estimated counts)
+  const enqueued = snap.oldest_enqueued_age_s;
+  cards.push(card("enqueued", "oldest since enqueue", enqueued === null ? "n/a" : seconds(enqueued)));
   document.getElementById("totals").replaceChildren(...cards);
 }
 
