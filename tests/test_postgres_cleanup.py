@@ -9,6 +9,7 @@ none.
 
 import html
 from collections.abc import Iterator
+from dataclasses import replace
 
 import psycopg
 import pytest
@@ -180,3 +181,15 @@ def test_the_dashboard_snapshot_carries_the_report_on_postgres_only(
     elsewhere = snapshot(JobQueue(clock=ManualClock()), where="memory")
     assert elsewhere.cleanup is None and elsewhere.to_json()["cleanup"] is None
     assert "cleanup" not in tables_html(elsewhere)
+
+
+def test_a_warning_leads_the_dashboard_line_in_red() -> None:
+    holder = OpenTransaction(pid=4242, application_name="", state="active", age_s=3_600.0)
+    report = CleanupReport(oldest=holder, dead_rows=12, live_rows=3, last_autovacuum_age_s=None)
+    taken = replace(snapshot(JobQueue(clock=ManualClock()), where="x"), cleanup=report)
+    assert taken.cleanup_line() == (
+        "WARNING cleanup: 12 dead rows in the queue's table,"
+        " held back by pid 4242 (no application_name, active), open 3600 s"
+    )
+    assert "<p style='color:#c0392b'>WARNING cleanup" in tables_html(taken)
+    assert taken.to_json()["cleanup"]["warning"] == report.warning
