@@ -1,7 +1,7 @@
 """The course in a real browser: JupyterLab in headless Chromium, driven by Playwright.
 
 Runs lesson 02 (the backoff picture appears; the explorer's summary follows its controls)
-and takes the lesson 16 quiz to a verdict (an empty Submit first asks for answers, every
+and takes the lesson 17 quiz to a verdict (an empty Submit first asks for answers, every
 answer box fits its question, Tab indents in a code box), on a throwaway copy of the
 course (test_browser_fit.py checks that no lesson scrolls sideways). Screenshots
 land in screenshots/ (git-ignored). Needs /usr/bin/chromium (or $JOBQUEUE_CHROMIUM) and
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSON_02 = "lessons/02_backoff.ipynb"
-QUIZ_LESSON = "lessons/16_test_yourself.ipynb"
+QUIZ_LESSON = "lessons/17_test_yourself.ipynb"
 VERDICT = re.compile(r"\b(PASS|FAIL)\b\D*\d+\s*(of|/)\s*\d+")
 
 

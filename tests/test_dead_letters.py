@@ -101,7 +101,7 @@ class HttpError(Exception):
     [
         (PermanentJobError("bad address"), "permanent"),
         (PayloadError("invalid payload"), "permanent"),
-        (UnknownJobTypeError("no handler"), "permanent"),
+        (UnknownJobTypeError("no handler"), "transient"),  # the worker gives it back: another may know it
         (ValueError("not an e-mail address"), "transient"),  # unsure: could be a proxy's garbage
         (KeyError("order 1001"), "transient"),
         (HttpError(404), "permanent"),

@@ -1,4 +1,4 @@
-"""The question bank of lesson 16 and the quiz that draws from it.
+"""The question bank of lesson 17 and the quiz that draws from it.
 
 Every predict answer is what its snippet really prints; every code question's reference
 passes its check while the starter and a plausible wrong answer fail it; the quiz draws,
@@ -65,7 +65,7 @@ def test_bank_ships_with_the_package_and_has_enough_questions_of_every_kind() ->
 
 def test_the_later_lessons_have_their_share_of_the_bank() -> None:
     assert len(BANK) >= 75
-    for lesson in (12, 13, 14, 15):
+    for lesson in (12, 13, 14, 15, 16):
         kinds = Counter(q.kind for q in BANK if q.lesson == lesson)
         assert sum(kinds.values()) >= 6 and set(kinds) == set(KINDS), f"lesson {lesson}: {kinds}"
 
@@ -201,7 +201,7 @@ def test_retry_draws_a_fresh_set_every_time(capsys: pytest.CaptureFixture[str]) 
     assert len(set(seen)) > 20, "retries wander over the bank"
 
 
-@pytest.mark.parametrize("lesson", [12, 13, 14, 15])
+@pytest.mark.parametrize("lesson", [12, 13, 14, 15, 16])
 def test_practice_by_lesson_draws_that_lesson_only_and_every_kind(lesson: int) -> None:
     quiz = Quiz(rng=random.Random(5), lessons=[lesson])
     assert {q.lesson for q in quiz.questions} == {lesson}
@@ -214,8 +214,8 @@ def test_practice_over_several_lessons_and_bad_lessons() -> None:
     quiz = Quiz(rng=random.Random(5), lessons=range(12, 16))
     assert {q.lesson for q in quiz.questions} <= {12, 13, 14, 15}
     assert len(quiz.bank) == sum(12 <= q.lesson <= 15 for q in BANK)
-    for bad in ([], [16], [3, 99]):
-        with pytest.raises(InvalidSettingError, match=re.escape(f"(0 to 15), got {sorted(bad)!r}")):
+    for bad in ([], [17], [3, 99]):
+        with pytest.raises(InvalidSettingError, match=re.escape(f"(0 to 16), got {sorted(bad)!r}")):
             Quiz(rng=random.Random(1), lessons=bad)
     with pytest.raises(InvalidSettingError, match="size"):
         Quiz(rng=random.Random(1), lessons=[0])  # 2 questions on lesson 00: too few for a draw of 5
@@ -276,7 +276,7 @@ F = "question 'q-one': field "
         ('explanation = "Because."', 'explanation = "  "', F + "'explanation' must be"),
         ('answer = "a"', 'answer = "c"', F + "'answer' must be one of a, b, got 'c'"),
         ('kind = "choice"', 'kind = "essay"', F + "'kind' must be one of choice, predict"),
-        ("lesson = 2", "lesson = 16", F + "'lesson' must be a lesson number"),
+        ("lesson = 2", "lesson = 17", F + "'lesson' must be a lesson number"),
         ("lesson = 2", "lesson = true", F + "'lesson'"),
         ('choices = ["this", "that"]', 'choices = ["this"]', F + "'choices' must be a list"),
         ('choices = ["this", "that"]', 'choices = ["this", "this"]', F + "'choices' must be"),

@@ -22,7 +22,8 @@ to standard output and shuts down gracefully on SIGTERM or SIGINT (see
 :class:`~jobqueue.runner.Runner`). DuckDB lets one process hold the file, so while a
 worker runs no other process can enqueue, list or replay (see :mod:`jobqueue.backends.duckdb`);
 ``stats`` then reads the figures the worker writes next to the file (``FILE.stats.json``)
-every ``--stats-every`` seconds.
+every ``--stats-every`` seconds. On PostgreSQL ``stats`` adds what holds back cleanup of the
+queue's table (:mod:`jobqueue.cleanup`): the oldest open transaction, the dead rows, a warning.
 
 ``dashboard`` serves a live page of the queue (:mod:`jobqueue.dashboard`) on 127.0.0.1
 (``--host``, ``--port``); ``--read-only`` hides its replay, discard and cancel buttons and refuses
@@ -54,7 +55,13 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
-from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, NamesServer, Queue, ShowsOverview
+from jobqueue.backends.contract import (
+    DEFAULT_VISIBILITY_TIMEOUT_S,
+    NamesServer,
+    Queue,
+    ReportsCleanup,
+    ShowsOverview,
+)
 from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.census import STATES, Census
 from jobqueue.clock import SystemClock
@@ -298,6 +305,8 @@ def _stats(args: argparse.Namespace) -> int:
             if isinstance(queue, ShowsOverview):
                 for line in per_queue(queue.census()):
                     print(line)
+            if isinstance(queue, ReportsCleanup):  # PostgreSQL: what holds back vacuum
+                print("\n".join(["", *queue.cleanup_held_back().lines()]))
         return 0
     except QueueFileLockedError:
         path = stats_path(args.file)
@@ -553,7 +562,8 @@ def _parser() -> argparse.ArgumentParser:
     stats = command(
         "stats",
         "show waiting, leased, oldest waiting, failure rate, dead letters",
-        "Show the numbers to watch (of every process, on PostgreSQL). While a worker holds FILE, show"
+        "Show the numbers to watch (of every process, on PostgreSQL, with the oldest transaction"
+        " holding back cleanup of the queue's table and its dead rows). While a worker holds FILE, show"
         " the figures it last wrote to"
         " FILE.stats.json instead (with its default 300 s window; --window does not apply).",
         _stats,

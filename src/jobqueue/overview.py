@@ -2,10 +2,11 @@
 
 :func:`snapshot` asks a queue for what an operator looks at first: the jobs by type and
 state (:class:`~jobqueue.census.Census`), throughput and failure rate over the last
-minutes, the running jobs with their lease ends, and the latest dead letters with their
-last error. The web page (``jobqueue dashboard``, :mod:`jobqueue.dashboard`) and the
-notebook view (:mod:`jobqueue.teaching.dashboard_view`) both show a :class:`Snapshot`, so
-they never disagree; :meth:`Snapshot.to_json` is what the page polls.
+minutes, the running jobs with their lease ends, the latest dead letters with their
+last error, and on PostgreSQL what holds back cleanup of the queue's table
+(:class:`~jobqueue.cleanup.CleanupReport`). The web page (``jobqueue dashboard``,
+:mod:`jobqueue.dashboard`) and the notebook view (:mod:`jobqueue.teaching.dashboard_view`)
+both show a :class:`Snapshot`, so they never disagree; :meth:`Snapshot.to_json` is what the page polls.
 
 Every read goes through :class:`~jobqueue.backends.contract.ShowsOverview`, which the three
 backends implement without reading every job where an index can spare it.
@@ -19,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jobqueue.backends.contract import Queue, ShowsOverview
+from jobqueue.backends.contract import Queue, ReportsCleanup, ShowsOverview
 from jobqueue.census import EXACT_UP_TO, STATES, Census
+from jobqueue.cleanup import CleanupReport
 from jobqueue.errors import InvalidSettingError
 from jobqueue.job import DeadLetter, Job, check_count, check_positive_seconds
 from jobqueue.metrics import bucket
@@ -74,6 +76,8 @@ class Snapshot:
         rates: the chart's bins, oldest first, the last one ending at ``at``.
         running: up to :data:`SHOWN` leased jobs, the lease that ends first first.
         dead_letters: up to :data:`SHOWN` dead letters, the latest death first.
+        cleanup: what holds back cleanup of the queue's table, for a queue that can tell
+            (:class:`~jobqueue.backends.contract.ReportsCleanup`: PostgreSQL); else ``None``.
     """
 
     at: float
@@ -82,6 +86,7 @@ class Snapshot:
     rates: tuple[Rate, ...]
     running: tuple[Job, ...]
     dead_letters: tuple[DeadLetter, ...]
+    cleanup: CleanupReport | None = None
 
     @property
     def done(self) -> int:
@@ -110,6 +115,15 @@ class Snapshot:
             f"{counts}; {self.done} done and {self.failure_rate:.0%} failed in the last {span:g} s;"
             f" oldest waiting {census.oldest_waiting_age_s:.1f} s{_since_enqueue(census)}"
         )
+
+    def cleanup_line(self) -> str | None:
+        """One line on what holds back cleanup (PostgreSQL), a warning first if any; else ``None``."""
+        report = self.cleanup
+        if report is None:
+            return None
+        holder = f"held back by {report.oldest}" if report.oldest else "nothing holds it back"
+        line = f"cleanup: {report.dead_rows} dead rows in the queue's table, {holder}"
+        return f"WARNING {line}" if report.warning else line
 
     def to_json(self) -> dict[str, Any]:
         """The snapshot as plain JSON values, what the dashboard's page polls.
@@ -169,6 +183,7 @@ class Snapshot:
                 }
                 for letter in self.dead_letters
             ],
+            "cleanup": None if self.cleanup is None else self.cleanup.to_json(),
         }
 
 
@@ -220,6 +235,7 @@ def snapshot(
         rates=rates,
         running=tuple(queue.leased_jobs(shown)),
         dead_letters=tuple(queue.newest_dead_letters(shown)),
+        cleanup=queue.cleanup_held_back() if isinstance(queue, ReportsCleanup) else None,
     )
 
 

@@ -5,10 +5,11 @@
 :class:`~jobqueue.backends.postgres.PostgresQueue` all offer; workers, runners and the command
 line accept any of them. A backend that can do more says so by having the members of
 an ability protocol (:class:`AcksAndClaims`, :class:`ClaimsAhead`, :class:`WaitsForWork`,
-:class:`NamesServer`, :class:`ShowsOverview`); callers test for an ability with ``isinstance``, which mypy
-follows, instead of probing with ``getattr`` (as Oban's engine declares its optional
-callbacks). The small functions at the end are the checks and messages every backend
-shares, so that a bad argument or a stale lease reads the same whatever the storage.
+:class:`NamesServer`, :class:`ShowsOverview`, :class:`ReportsCleanup`); callers test for an
+ability with ``isinstance``, which mypy follows, instead of probing with ``getattr`` (as
+Oban's engine declares its optional callbacks). The small functions at the end are the
+checks and messages every backend shares, so that a bad argument or a stale lease reads
+the same whatever the storage.
 
 Introduced in lesson 03 (the queue); the abilities in lessons 11 and 12.
 """
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar, runtime_checkable
 
 from jobqueue.census import EXACT_UP_TO, Census
+from jobqueue.cleanup import WARN_AFTER_S, CleanupReport
 from jobqueue.clock import Clock
 from jobqueue.errors import InvalidSettingError, StaleLeaseError
 from jobqueue.job import (
@@ -464,3 +466,15 @@ class KeepsFinished(Protocol):
 
     def finished(self, limit: int = 100) -> list[FinishedJob]:
         """Up to ``limit`` finished jobs kept, the latest first."""
+
+
+@runtime_checkable
+class ReportsCleanup(Protocol):
+    """A queue on a database whose cleanup (vacuum) other sessions' transactions can hold back.
+
+    :class:`~jobqueue.backends.postgres.PostgresQueue` has it; ``jobqueue stats`` and the
+    dashboard show its report. Introduced in lesson 16.
+    """
+
+    def cleanup_held_back(self, *, warn_after_s: float = WARN_AFTER_S) -> CleanupReport:
+        """The oldest transaction holding back cleanup, and the queue table's dead rows."""

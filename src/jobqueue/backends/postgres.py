@@ -82,6 +82,7 @@ from jobqueue.backends.rows import (
 )
 from jobqueue.backends.sqlqueue import QueueOptions, SqlQueue
 from jobqueue.census import EXACT_UP_TO, Census, State, tally_by_queue
+from jobqueue.cleanup import WARN_AFTER_S, CleanupReport, OpenTransaction
 from jobqueue.clock import ManualClock, ServerClock
 from jobqueue.errors import (
     CorruptJobError,
@@ -939,6 +940,43 @@ class PostgresQueue(SqlQueue):
             estimated=estimated,
             oldest_waiting_age_s=float(oldest),
             oldest_enqueued_age_s=enqueued,
+        )
+
+    # -- cleanup held back (ReportsCleanup) ----------------------------------------------
+
+    def cleanup_held_back(self, *, warn_after_s: float = WARN_AFTER_S) -> CleanupReport:
+        """The oldest transaction of another session holding back vacuum, and the table's dead rows.
+
+        One statement on ``pg_stat_activity`` and ``pg_stat_user_tables`` (block
+        ``cleanup_held_back`` of ``postgres.sql``); this queue's own session is left out.
+        Ages are seconds on the server's clock, whatever the queue's clock. Sessions of
+        another role are seen only if this queue's role has ``pg_read_all_stats``. See
+        :mod:`jobqueue.cleanup`.
+
+        Args:
+            warn_after_s: the age, in seconds (> 0), past which the report warns
+                (:attr:`CleanupReport.warning`).
+
+        Raises:
+            InvalidSettingError: if ``warn_after_s`` is not a finite number > 0.
+            QueueUnavailableError: if the server cannot be reached.
+        """
+        check_positive_seconds("warn_after_s", warn_after_s)
+        with self._connection() as con:
+            dead, live, autovacuum_age, pid, name, state, age = con.execute(
+                SQL["cleanup_held_back"]
+            ).fetchall()[0]
+        oldest = (
+            None
+            if pid is None
+            else OpenTransaction(pid=pid, application_name=name, state=state, age_s=float(age))
+        )
+        return CleanupReport(
+            oldest=oldest,
+            dead_rows=int(dead),
+            live_rows=int(live),
+            last_autovacuum_age_s=None if autovacuum_age is None else float(autovacuum_age),
+            warn_after_s=float(warn_after_s),
         )
 
 

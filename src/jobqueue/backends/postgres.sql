@@ -680,3 +680,26 @@ LIMIT %(limit)s;
 
 -- name: outcome_counts
 SELECT second, done, failed FROM jobqueue_outcomes WHERE second >= %(since)s ORDER BY second;
+
+-- name: cleanup_held_back
+-- What holds back vacuum on the queue's table (jobqueue.cleanup): the table's dead and live
+-- rows and its last autovacuum, beside the oldest transaction of another client session of
+-- this database that still has a snapshot (backend_xmin) or a transaction id (backend_xid).
+-- Since PostgreSQL 14 only sessions of the same database hold back vacuum of its tables.
+-- This statement's own session is left out (its snapshot is the statement's). Sessions of
+-- other roles show their backend_xmin only to a role with pg_read_all_stats (or a
+-- superuser): without it they are not seen here.
+SELECT stats.n_dead_tup, stats.n_live_tup,
+       extract(epoch FROM statement_timestamp() - stats.last_autovacuum)::float8,
+       holder.pid, holder.application_name, holder.state, holder.age_s
+FROM pg_stat_user_tables AS stats
+LEFT JOIN LATERAL (
+    SELECT pid, coalesce(application_name, '') AS application_name, coalesce(state, '') AS state,
+           greatest(extract(epoch FROM statement_timestamp() - xact_start)::float8, 0.0) AS age_s
+    FROM pg_stat_activity
+    WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+      AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
+    ORDER BY greatest(age(backend_xmin), age(backend_xid)) DESC, xact_start
+    LIMIT 1
+) AS holder ON true
+WHERE stats.relid = 'jobqueue_jobs'::regclass;

@@ -9,7 +9,7 @@ the box, so a keyboard user is never trapped in it.
 Built on anywidget (ES module and CSS shipped as strings, no build step). Stable hooks:
 the widget's element has class ``code-box`` and holds one ``textarea``.
 
-Introduced in lesson 16 (the quiz's "write code" answers).
+Introduced in lesson 17 (the quiz's "write code" answers).
 """
 
 from __future__ import annotations

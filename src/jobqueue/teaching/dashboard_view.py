@@ -3,9 +3,11 @@
 :func:`dashboard_figure` draws a snapshot with matplotlib (the jobs of each type by state,
 and throughput with the failure rate over the chart's span); :class:`DashboardView` is a
 widget a lesson shows as a cell's last expression: that picture, a one-line summary (its
-plain-text form, which nbval compares) and the running jobs and dead letters as tables,
-redrawn by its Refresh button or :meth:`DashboardView.update`. On a
-:class:`~jobqueue.clock.ManualClock` every figure it shows is deterministic.
+plain-text form, which nbval compares) and the running jobs and dead letters as tables
+(on PostgreSQL below a line on what holds back cleanup of the queue's table), redrawn by
+its Refresh button or :meth:`DashboardView.update`. On a
+:class:`~jobqueue.clock.ManualClock` every figure it shows is deterministic (but for the
+ages in the cleanup line, which are the server's).
 
 Introduced with the dashboard.
 """
@@ -87,7 +89,11 @@ def dashboard_figure(taken: Snapshot) -> Figure:
 
 
 def tables_html(taken: Snapshot) -> str:
-    """The jobs by queue, the running jobs and the dead letters of ``taken`` as HTML tables (text escaped)."""
+    """The jobs by queue, the running jobs and the dead letters of ``taken`` as HTML tables (text escaped).
+
+    On PostgreSQL a line on what holds back cleanup (:meth:`Snapshot.cleanup_line`) comes
+    first, in red when it warns.
+    """
     census = taken.census
     by_queue = [
         (
@@ -114,8 +120,12 @@ def tables_html(taken: Snapshot) -> str:
         )
         for letter in taken.dead_letters
     ]
+    cleanup = taken.cleanup_line()
+    colour = "#c0392b" if taken.cleanup is not None and taken.cleanup.warning else "inherit"
+    head = "" if cleanup is None else f"<p style='color:{colour}'>{html.escape(cleanup)}</p>"
     return (
-        _table("jobs by queue", ("queue", *STATES), by_queue)
+        head
+        + _table("jobs by queue", ("queue", *STATES), by_queue)
         + _table("running", ("job", "type", "attempt", "lease ends"), running)
         + _table("dead letters", ("job", "type", "died", "last error"), dead)
     )

@@ -11,7 +11,7 @@ pure: it returns a :class:`Grade` with a :class:`Mark` per question. Two front e
 it: plain Python (:meth:`Quiz.show`, :meth:`Quiz.answer`, :meth:`Quiz.retry`) and ipywidgets
 (:mod:`jobqueue.teaching.quiz_widgets`).
 
-Introduced in lesson 16.
+Introduced in lesson 17.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from jobqueue.errors import InvalidSettingError
 from jobqueue.teaching.quiz_bank import LETTERS, Kind, Question, load_bank, normalize_output
 
-# Lesson 16 imports the whole quiz from this module, bank errors and parsing included.
+# Lesson 17 imports the whole quiz from this module, bank errors and parsing included.
 from jobqueue.teaching.quiz_bank import BankError as BankError
 from jobqueue.teaching.quiz_bank import parse_bank as parse_bank
 

@@ -1,4 +1,4 @@
-"""The question bank of lesson 16: reading ``questions.toml`` and validating every entry.
+"""The question bank of lesson 17: reading ``questions.toml`` and validating every entry.
 
 The bank (shipped with the package) holds three kinds of question: ``"choice"`` (pick a,
 b, c ...), ``"predict"`` (type exactly what a snippet prints) and ``"code"`` (write code;
@@ -6,7 +6,7 @@ a check runs against your definitions). :func:`load_bank` reads and validates it
 :class:`Question` records; a malformed entry raises :class:`BankError` naming its id and
 field. Drawing and grading are in :mod:`jobqueue.teaching.quiz`.
 
-Introduced in lesson 16.
+Introduced in lesson 17.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ Kind = Literal["choice", "predict", "code"]
 KINDS: tuple[Kind, ...] = ("choice", "predict", "code")
 LETTERS = "abcdef"
 """Labels of a choice question's options, in order (so at most 6 options)."""
-LAST_LESSON = 15
+LAST_LESSON = 16
 """Highest lesson number a question may test."""
 
 _COMMON = ("id", "lesson", "kind", "prompt", "answer", "explanation")

@@ -20,7 +20,7 @@ Stored notebooks stay stable, as with :mod:`jobqueue.teaching.widgets`: the plai
 is one line that does not depend on the draw, and the view's model id is counted per kernel
 (``jobqueue-quiz-1``, ``-2`` ...) instead of random.
 
-Introduced in lesson 16.
+Introduced in lesson 17.
 """
 
 from __future__ import annotations

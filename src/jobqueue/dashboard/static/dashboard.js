@@ -162,6 +162,22 @@ function drawChart(snap) {
   }
 }
 
+// PostgreSQL only (snap.cleanup is null elsewhere): the oldest transaction holding back
+// vacuum of the queue's table and its dead rows, in red past the warning threshold.
+function drawCleanup(snap) {
+  const line = document.getElementById("cleanup");
+  const report = snap.cleanup;
+  line.hidden = report === null;
+  if (report === null) return;
+  const oldest = report.oldest;
+  const holder = oldest === null
+    ? "nothing holds it back"
+    : `held back by pid ${oldest.pid} (${oldest.application_name || "no application_name"}, ${oldest.state}), open ${seconds(oldest.age_s)}`;
+  line.className = report.warning ? "cleanup warning" : "cleanup";
+  line.textContent = `Cleanup: ${number(report.dead_rows, false)} dead rows in the queue's table, ${holder}.`
+    + (report.warning ? ` ${report.warning}` : "");
+}
+
 // action: "dead-letters/replay", "dead-letters/discard" or "jobs/cancel".
 async function act(action, id, buttons) {
   buttons.forEach((b) => (b.disabled = true));
@@ -188,6 +204,7 @@ async function refresh() {
     const snap = await response.json();
     if (!response.ok) throw new Error(snap.message || response.statusText);
     drawTotals(snap);
+    drawCleanup(snap);
     drawChart(snap);
     drawCensus(snap);
     drawRunning(snap);
