@@ -123,15 +123,19 @@ PRIORITIES_IN_USE = """
 priorities of the live jobs, highest first, found by hopping through the claim index."""
 
 QUEUE_PRIORITIES_IN_USE = """
-    (SELECT priority FROM jobqueue_jobs WHERE died_at IS NULL AND queue = %(queue)s
+    (SELECT priority FROM jobqueue_jobs WHERE died_at IS NULL AND queue = %(queue)s AND queue <> 'default'
      ORDER BY priority DESC LIMIT 1)
     UNION ALL
     SELECT (SELECT job.priority FROM jobqueue_jobs AS job
-            WHERE job.died_at IS NULL AND job.queue = %(queue)s AND job.priority < priorities.priority
+            WHERE job.died_at IS NULL AND job.queue = %(queue)s AND job.queue <> 'default'
+              AND job.priority < priorities.priority
             ORDER BY job.priority DESC LIMIT 1)
     FROM priorities WHERE priorities.priority IS NOT NULL
 """
-""":data:`PRIORITIES_IN_USE` of one named queue's live jobs, hopping through ``jobqueue_jobs_queue_claim``."""
+""":data:`PRIORITIES_IN_USE` of one named queue's live jobs, hopping through ``jobqueue_jobs_queue_claim``.
+
+``queue <> 'default'`` is the index's own condition, written out so that a plan made once for
+any queue name (a generic plan) may read that partial index."""
 
 
 SQL = sql.load(
@@ -153,7 +157,7 @@ SQL = sql.load(
 reads, and the reasons of :func:`jobqueue.backends.rules.refusal`, filled in."""
 
 _TYPES = "AND type = ANY(%(types)b::text[])"
-_ONE_QUEUE = "AND queue = %(queue)s"
+_ONE_QUEUE = "AND queue = %(queue)s AND queue <> 'default'"
 _QUEUES = "AND queue = ANY(%(queues)b::text[])"
 SQL["claim_types"] = SQL["claim"].replace("/* types */", _TYPES)
 _ONE_QUEUE_CLAIM = SQL["claim"].replace(PRIORITIES_IN_USE, QUEUE_PRIORITIES_IN_USE)
@@ -476,11 +480,13 @@ class PostgresQueue(SqlQueue):
         With ``types``, only jobs of those job types are claimed (or dead-lettered on the
         way): the others are passed over in the claim index, so a claim with a filter
         reads the due jobs of other types ahead of the ones it takes. With ``queues``, only
-        jobs of those named queues: a claim from one queue (a
+        jobs of those named queues: a claim from one named queue (a
         :class:`~jobqueue.runner.Runner`'s, for each of its queues) walks that queue's
         priorities and due jobs in an index of its own (``jobqueue_jobs_queue_claim``) and
-        reads no job of another queue; a claim from several passes over the due jobs of
-        the others in the claim index, as a type filter does.
+        reads no job of another queue. That index leaves out ``"default"``, so jobs there
+        cost no index entry more: a claim from ``"default"`` alone, or from several queues,
+        passes over the due jobs of the others in the claim index, as a type filter does.
+        Name every queue whose backlog must not slow another's claims.
 
         Raises:
             InvalidSettingError: if ``limit`` is not an int >= 1, ``types`` is not a
@@ -984,7 +990,9 @@ def _claim_statement(typed: bool, queues: frozenset[str] | None) -> tuple[str, l
     """The claim statement of a filter (by type if ``typed``; from ``queues``) and its queue names."""
     if queues is None:
         return SQL["claim_types" if typed else "claim"], None
-    kind = "claim_queue" if len(queues) == 1 else "claim_queues"
+    # One named queue: its own index. 'default', which that index leaves out, or several
+    # queues: the claim index, passing over the other queues' due jobs.
+    kind = "claim_queue" if len(queues) == 1 and DEFAULT_QUEUE not in queues else "claim_queues"
     return SQL[f"{kind}_types" if typed else kind], sorted(queues)
 
 
