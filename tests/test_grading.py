@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from psycopg.conninfo import make_conninfo
-from waiting import HANG_GUARD_S
+from waiting import HANG_GUARD_S, wait_until
 
 from jobqueue.teaching.exercises import grade as grading
 from jobqueue.teaching.exercises.check import check_exercise
@@ -458,9 +458,22 @@ def test_what_a_kernel_leaves_running_ends_with_its_seat(mode: str) -> None:
             assert seat.uid is not None
             execute_all(nb, folder, sandbox=sandbox, seat=seat)
             assert nb.cells[0].outputs[0].get("text") == "left running\n", nb.cells[0].outputs
-            running = [p for p in psutil.process_iter(["uids", "cmdline"]) if p.info["uids"].real == seat.uid]
             if mode == "unprivileged user":  # the kernel has ended, and this has not (bubblewrap's has)
-                assert ["sleep", "600"] in [p.info["cmdline"] for p in running]
+
+                def seat_cmdlines() -> list[object]:
+                    return [
+                        p.info["cmdline"]
+                        for p in psutil.process_iter(["uids", "cmdline"])
+                        if p.info["uids"].real == seat.uid
+                    ]
+
+                # Waited for: `setsid -f` forks and returns at once, so the sleep may not have
+                # replaced the forked child yet (its command line read as None in one run).
+                wait_until(
+                    lambda: ["sleep", "600"] in seat_cmdlines(),
+                    "the sleep left running",
+                    details=seat_cmdlines,
+                )
         left = [p for p in psutil.process_iter(["uids", "cmdline"]) if p.info["uids"].real == seat.uid]
         assert [p.info["cmdline"] for p in left] == []
     finally:
