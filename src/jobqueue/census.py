@@ -34,16 +34,16 @@ EXACT_UP_TO = 10_000
 
 
 @dataclass(frozen=True, kw_only=True)
-class TypeCounts:
-    """The jobs of one job type in each state.
+class StateCounts:
+    """How many jobs are in each state (:data:`STATES`).
+
+    What :class:`TypeCounts` and :class:`QueueCounts` count, for a job type and for a named queue.
 
     Attributes:
-        job_type: the :attr:`~jobqueue.job.JobType.name`.
-        waiting, scheduled, leased, dead: how many jobs of the type are in that state.
-        cancelled: how many cancelled jobs of the type the queue keeps.
+        waiting, scheduled, leased, dead: how many jobs are in that state.
+        cancelled: how many cancelled jobs the queue keeps.
     """
 
-    job_type: str
     waiting: int = 0
     scheduled: int = 0
     leased: int = 0
@@ -51,34 +51,33 @@ class TypeCounts:
     cancelled: int = 0
 
     def count(self, state: State) -> int:
-        """The jobs of this type in ``state``."""
+        """The jobs in ``state``."""
         value: int = getattr(self, state)
         return value
 
 
 @dataclass(frozen=True, kw_only=True)
-class QueueCounts:
-    """The jobs of one named queue in each state (as :class:`TypeCounts` for a job type).
+class TypeCounts(StateCounts):
+    """The jobs of one job type in each state (see :class:`StateCounts`).
+
+    Attributes:
+        job_type: the :attr:`~jobqueue.job.JobType.name`.
+    """
+
+    job_type: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueCounts(StateCounts):
+    """The jobs of one named queue in each state (see :class:`StateCounts`).
 
     Attributes:
         queue: the queue's name (:attr:`~jobqueue.job.Job.queue`).
-        waiting, scheduled, leased, dead: how many jobs of the queue are in that state.
-        cancelled: how many cancelled jobs of the queue the queue keeps.
 
     Introduced with named queues (issue 24).
     """
 
     queue: str
-    waiting: int = 0
-    scheduled: int = 0
-    leased: int = 0
-    dead: int = 0
-    cancelled: int = 0
-
-    def count(self, state: State) -> int:
-        """The jobs of this queue in ``state``."""
-        value: int = getattr(self, state)
-        return value
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -827,14 +827,14 @@ class JobQueue:
         """
         check_count("exact_up_to", exact_up_to)
         now = self.clock.now()
-        rows = [(live_state(job, now), job.queue, job.type, 1) for job in self._jobs.values()]
+        states = [(job, live_state(job, now)) for job in self._jobs.values()]
+        rows = [(state, job.queue, job.type, 1) for job, state in states]
         rows += [("dead", letter.job.queue, letter.job.type, 1) for letter in self._dead.values()]
         rows += [
             ("cancelled", kept.job.queue, kept.job.type, 1)
             for kept in self._finished
             if kept.outcome == "cancelled"
         ]
-        states = [(job, live_state(job, now)) for job in self._jobs.values()]
         ages = [now - job.visible_at() for job, state in states if state == "waiting"]
         enqueued = [
             now - (job.run_at if job.enqueued_at is None else job.enqueued_at)
