@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from backends_support import BACKENDS, open_queue
 
 import jobqueue as jq
 from jobqueue.backends.contract import Queue
@@ -27,17 +28,10 @@ class Note:
 NOTE = jq.JobType("note", Note)
 
 
-@pytest.fixture(params=["memory", "duckdb", "postgres"])
+@pytest.fixture(params=BACKENDS)
 def queue(request: pytest.FixtureRequest) -> Iterator[Queue]:
-    clock = jq.ManualClock()
-    if request.param == "memory":
-        yield jq.JobQueue(clock=clock)
-    elif request.param == "duckdb":
-        with jq.DurableQueue(":memory:", clock=clock) as durable:
-            yield durable
-    else:
-        with jq.PostgresQueue(request.getfixturevalue("pg_conninfo"), clock=clock) as postgres:
-            yield postgres
+    with open_queue(request.param, request, clock=jq.ManualClock()) as opened:
+        yield opened
 
 
 BAD_IDS = [

@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from backends_support import BACKENDS, open_queue
 
-from jobqueue import InvalidSettingError, JobQueue, JobType, ManualClock, Runner, Worker
+from jobqueue import InvalidSettingError, JobType, ManualClock, Runner, Worker
 from jobqueue.backends.contract import Queue, ack_then_claim, check_types
 from jobqueue.backends.duckdb import DurableQueue
 
@@ -33,19 +34,12 @@ SEND_SMS = JobType("send_sms", Mail)  # the new version's type
 RENDER_INVOICE = JobType("render_invoice", Mail)
 
 
-@pytest.fixture(params=["memory", "duckdb", "postgres"])
+@pytest.fixture(params=BACKENDS)
 def queue(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queue]:
-    clock = ManualClock(T0)
-    if request.param == "memory":
-        yield JobQueue(clock=clock)
-    elif request.param == "duckdb":
-        with DurableQueue(tmp_path_factory.mktemp("filters") / "q.duckdb", clock=clock) as durable:
-            yield durable
-    else:
-        from jobqueue.backends.postgres import PostgresQueue
-
-        with PostgresQueue(request.getfixturevalue("pg_conninfo"), clock=clock) as postgres:
-            yield postgres
+    with open_queue(
+        request.param, request, tmp_path_factory.mktemp("filters") / "q.duckdb", clock=ManualClock(T0)
+    ) as opened:
+        yield opened
 
 
 def fill(queue: Queue) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from backends_support import BACKENDS, open_queue
 
 from jobqueue import InvalidSettingError, JobEvent, JobQueue, JobType, Lease, ManualClock, Runner, Worker
 from jobqueue.backends import duckdb as duckdb_backend
@@ -42,19 +43,12 @@ SEND_RECEIPT = JobType("send_receipt", Mail)
 RENDER_REPORT = JobType("render_report", Mail)
 
 
-@pytest.fixture(params=["memory", "duckdb", "postgres"])
+@pytest.fixture(params=BACKENDS)
 def queue(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queue]:
-    clock = ManualClock(T0)
-    if request.param == "memory":
-        yield JobQueue(clock=clock)
-    elif request.param == "duckdb":
-        with DurableQueue(tmp_path_factory.mktemp("queues") / "q.duckdb", clock=clock) as durable:
-            yield durable
-    else:
-        from jobqueue.backends.postgres import PostgresQueue
-
-        with PostgresQueue(request.getfixturevalue("pg_conninfo"), clock=clock) as postgres:
-            yield postgres
+    with open_queue(
+        request.param, request, tmp_path_factory.mktemp("queues") / "q.duckdb", clock=ManualClock(T0)
+    ) as opened:
+        yield opened
 
 
 def fill(queue: Queue) -> None:

@@ -3,8 +3,9 @@
 from collections.abc import Iterator
 
 import pytest
+from backends_support import BACKENDS, open_queue
 
-from jobqueue import Backoff, DurableQueue, JobQueue, ManualClock, RetryPolicy
+from jobqueue import Backoff, ManualClock, RetryPolicy
 from jobqueue.backends.contract import Queue, ShowsOverview
 from jobqueue.census import TypeCounts, tally
 from jobqueue.errors import InvalidSettingError
@@ -15,20 +16,12 @@ T0 = 1_000.0
 POLICY = RetryPolicy(max_attempts=3, backoff=Backoff(base_s=60.0, cap_s=600.0))
 
 
-@pytest.fixture(params=["memory", "duckdb", "postgres"])
+@pytest.fixture(params=BACKENDS)
 def queue(request: pytest.FixtureRequest) -> Iterator[Queue]:
-    clock = ManualClock(T0)
-    if request.param == "memory":
-        yield JobQueue(clock=clock, retry=POLICY, random=lambda: 1.0)
-    elif request.param == "duckdb":
-        with DurableQueue(":memory:", clock=clock, retry=POLICY, random=lambda: 1.0) as durable:
-            yield durable
-    else:
-        from jobqueue.backends.postgres import PostgresQueue
-
-        conninfo = request.getfixturevalue("pg_conninfo")
-        with PostgresQueue(conninfo, clock=clock, retry=POLICY, random=lambda: 1.0) as postgres:
-            yield postgres
+    with open_queue(
+        request.param, request, clock=ManualClock(T0), retry=POLICY, random=lambda: 1.0
+    ) as opened:
+        yield opened
 
 
 def clock_of(queue: Queue) -> ManualClock:

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from backends_support import BACKENDS, open_queue
 
 from jobqueue import (
     MAX_RETRY_AFTER_S,
@@ -32,7 +33,6 @@ from jobqueue import (
     parse_retry_after,
 )
 from jobqueue.backends.contract import Queue
-from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
 from jobqueue.failures import retry_delay_s
 
@@ -109,21 +109,12 @@ def test_retry_delay_is_the_errors_wait_clamped_else_the_backoff() -> None:
 # -- every backend ---------------------------------------------------------------------
 
 
-@pytest.fixture(params=["memory", "duckdb", "postgres"])
+@pytest.fixture(params=BACKENDS)
 def queue(request: pytest.FixtureRequest) -> Iterator[Queue]:
-    clock = ManualClock(T0)
-    if request.param == "memory":
-        yield JobQueue(clock=clock, retry=POLICY, random=lambda: 1.0)
-    elif request.param == "duckdb":
-        durable = DurableQueue(":memory:", clock=clock, retry=POLICY, random=lambda: 1.0)
-        yield durable
-        durable.close()
-    else:
-        from jobqueue.backends.postgres import PostgresQueue
-
-        conninfo = request.getfixturevalue("pg_conninfo")
-        with PostgresQueue(conninfo, clock=clock, retry=POLICY, random=lambda: 1.0) as postgres:
-            yield postgres
+    with open_queue(
+        request.param, request, clock=ManualClock(T0), retry=POLICY, random=lambda: 1.0
+    ) as opened:
+        yield opened
 
 
 def clock_of(queue: Queue) -> ManualClock:

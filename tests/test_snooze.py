@@ -19,10 +19,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from backends_support import BACKENDS, open_queue
 
 from jobqueue import (
     InvalidSettingError,
-    JobQueue,
     JobType,
     ManualClock,
     RetryPolicy,
@@ -46,20 +46,12 @@ class Upload:
 PROCESS_UPLOAD = JobType("process_upload", Upload, retry=RetryPolicy(max_attempts=2))
 
 
-@pytest.fixture(params=["memory", "duckdb", "postgres"])
+@pytest.fixture(params=BACKENDS)
 def queue(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Queue]:
-    clock = ManualClock(T0)
-    if request.param == "memory":
-        yield JobQueue(clock=clock, random=lambda: 1.0)
-    elif request.param == "duckdb":
-        with DurableQueue(tmp_path / "q.duckdb", clock=clock, random=lambda: 1.0) as durable:
-            yield durable
-    else:
-        from jobqueue.backends.postgres import PostgresQueue
-
-        conninfo = request.getfixturevalue("pg_conninfo")
-        with PostgresQueue(conninfo, clock=clock, random=lambda: 1.0) as postgres:
-            yield postgres
+    with open_queue(
+        request.param, request, tmp_path / "q.duckdb", clock=ManualClock(T0), random=lambda: 1.0
+    ) as opened:
+        yield opened
 
 
 @pytest.mark.parametrize("bad", [-1, math.nan, math.inf, True, "30", None])

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from backends_support import BACKENDS, open_queue
 
 from jobqueue import InvalidSettingError, JobQueue, JobType, ManualClock, RetryPolicy
 from jobqueue.backends import rules
@@ -40,20 +41,12 @@ class Publish:
 PUBLISH = JobType("publish", Publish, retry=RetryPolicy(max_attempts=1))
 
 
-@pytest.fixture(params=["memory", "duckdb", "postgres"])
+@pytest.fixture(params=BACKENDS)
 def queue(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Queue]:
-    clock = ManualClock(T0)
-    if request.param == "memory":
-        yield JobQueue(clock=clock, random=lambda: 1.0)
-    elif request.param == "duckdb":
-        with DurableQueue(tmp_path / "q.duckdb", clock=clock, random=lambda: 1.0) as durable:
-            yield durable
-    else:
-        from jobqueue.backends.postgres import PostgresQueue
-
-        conninfo = request.getfixturevalue("pg_conninfo")
-        with PostgresQueue(conninfo, clock=clock, random=lambda: 1.0) as postgres:
-            yield postgres
+    with open_queue(
+        request.param, request, tmp_path / "q.duckdb", clock=ManualClock(T0), random=lambda: 1.0
+    ) as opened:
+        yield opened
 
 
 def advance(queue: Queue, seconds: float) -> None:
