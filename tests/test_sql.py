@@ -56,6 +56,24 @@ def test_blocks_are_statements_without_their_leading_comments_or_holes() -> None
             assert "{job_columns}" not in text and "{dead_columns}" not in text, name
 
 
+def test_blocks_leave_their_comments_out_and_keep_quoted_dashes_and_markers(tmp_path: Path) -> None:
+    for statements in (duckdb_backend.SQL, postgres_backend.SQL):
+        for name, text in statements.items():
+            assert all(not line.lstrip().startswith("--") for line in text.splitlines()), name
+    assert sql._statement("SELECT 'a -- b' AS x,  -- why\n  -- more\n  1 /* types */\n") == (
+        "SELECT 'a -- b' AS x,\n  1 /* types */"
+    )
+
+
+def test_every_postgres_statement_is_short_enough_for_psycopg_to_cache_its_parse() -> None:
+    # psycopg parses a statement's %(name)s placeholders on every execute unless it is at
+    # most MAX_CACHED_STATEMENT_LENGTH long: the claim's comments once took it past that.
+    from psycopg import _queries
+
+    for name, text in postgres_backend.SQL.items():
+        assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH, name
+
+
 def test_an_unfilled_placeholder_is_refused_by_name() -> None:
     with pytest.raises(KeyError, match="job_columns"):
         sql.load("duckdb.sql", {})

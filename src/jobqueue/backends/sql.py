@@ -1,10 +1,12 @@
 """The named blocks of a backend's ``.sql`` file, loaded once, and its numbered migrations.
 
-A block starts with a line ``-- name: x`` and runs to the next; comment lines at its start
-and end document it and are left out of the statement. ``{key}`` placeholders are filled
-from ``fill``: fixed SQL (select lists, reasons), never values, which always go as
-parameters. Blocks ``migration_1``, ``migration_2``... change the tables one version at a
-time; :func:`migrations` says which a database still needs.
+A block starts with a line ``-- name: x`` and runs to the next. Its ``--`` comments document
+it and are left out of the statement: what the driver sends is the SQL alone (psycopg parses
+a statement's placeholders once and caches the result only for statements of at most 4,096
+characters; the claim's comments took it past that, and every claim was parsed again).
+``{key}`` placeholders are filled from ``fill``: fixed SQL (select lists, reasons), never
+values, which always go as parameters. Blocks ``migration_1``, ``migration_2``... change
+the tables one version at a time; :func:`migrations` says which a database still needs.
 """
 
 from __future__ import annotations
@@ -58,10 +60,21 @@ def _is_step(name: str) -> bool:
 
 
 def _statement(body: str) -> str:
-    """``body`` without its leading and trailing comment lines and surrounding blank space."""
-    lines = body.strip().splitlines()
-    while lines and lines[0].startswith("--"):
-        lines.pop(0)
-    while lines and (lines[-1].startswith("--") or not lines[-1].strip()):
-        lines.pop()
-    return "\n".join(lines).strip()
+    """``body`` without its ``--`` comments, blank lines and trailing blanks.
+
+    A ``--`` inside a quoted literal (``'...'``) is text, not a comment; a literal never
+    spans lines in these files. ``/* ... */`` markers (``/* types */``) are kept.
+    """
+    kept = (_uncommented(line).rstrip() for line in body.splitlines())
+    return "\n".join(line for line in kept if line.strip())
+
+
+def _uncommented(line: str) -> str:
+    """``line`` up to its ``--`` comment, if it has one outside a quoted literal."""
+    quoted = False
+    for at, char in enumerate(line):
+        if char == "'":
+            quoted = not quoted
+        elif not quoted and line.startswith("--", at):
+            return line[:at]
+    return line
