@@ -483,7 +483,7 @@ def test_a_killed_connection_names_the_server_and_the_next_call_reconnects(
     queue: PostgresQueue, pg_conninfo: str
 ) -> None:
     queue.enqueue(RENDER_INVOICE, invoice(1), id="invoice-1")
-    assert terminate_backends(pg_conninfo) == 1
+    assert terminate_backends(pg_conninfo) >= 1  # the queue's, and its wake-ups' once it has sent one
     with pytest.raises(QueueUnavailableError) as info:
         queue.claim()
     assert queue.server in str(info.value) and "database jobqueue_test_" in str(info.value)

@@ -81,6 +81,7 @@ from jobqueue.backends.rows import (
     stored_values,
 )
 from jobqueue.backends.sqlqueue import QueueOptions, SqlQueue
+from jobqueue.backends.wakeups import Wakeups
 from jobqueue.census import EXACT_UP_TO, Census, State, tally_by_queue
 from jobqueue.cleanup import WARN_AFTER_S, CleanupReport, OpenTransaction
 from jobqueue.clock import ManualClock, ServerClock
@@ -259,7 +260,10 @@ class PostgresQueue(SqlQueue):
     calls it, so calls made from several threads at once (a
     :class:`~jobqueue.runner.Runner` makes its calls in threads, beside its event loop) do
     not wait for each other: a claim that waits for a lock does not hold up a heartbeat.
-    Open one queue per process and as many processes as you like. A claim costs O(log n)
+    Two more, each opened at its first use: one that listens while a worker waits for work
+    (:meth:`wait_for_work`), and one from which a thread of the queue's sends the wake-ups
+    after enqueues (a ``NOTIFY`` after the commit, one for all the enqueues committed while
+    the last was on its way: ``backends/wakeups.py``). Open one queue per process and as many processes as you like. A claim costs O(log n)
     in the backlog (an index on the visible time). Use it as a context manager, or call
     :meth:`close`.
 
@@ -297,6 +301,7 @@ class PostgresQueue(SqlQueue):
         )
         self._listener: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
         self._listener_loop: asyncio.AbstractEventLoop | None = None
+        self._wakeups = Wakeups(self.notify_workers, f"jobqueue wake-ups ({self.server})")
         try:
             with self._transaction() as con:
                 _create_schema(con, self.server)
@@ -307,7 +312,8 @@ class PostgresQueue(SqlQueue):
     # -- opening and closing ---------------------------------------------------------
 
     def close(self) -> None:
-        """Write pending counts and close the connections; closing twice is harmless."""
+        """Send the wake-up still due, write pending counts, close the connections; twice is harmless."""
+        self._wakeups.close()  # its thread sends on a connection of its own, before they close
         with self._lock:
             if self._closed:
                 return
@@ -423,7 +429,7 @@ class PostgresQueue(SqlQueue):
                 batch = [(i, wanted[i], data[i]) for i in rows]
                 rows = self._insert(con, job_type, batch, results, chosen, window, queue)
             if self._is_own(con) and any(entry.added for entry in results.values()):
-                self._notify(con)  # after the commit (see postgres.sql)
+                self._wakeups.request()  # a NOTIFY after this commit, from a thread (wakeups.py)
         for index, job_id in enumerate(wanted):
             if index not in results:  # a repeated id: the first copy's record, not added by it
                 assert job_id is not None
@@ -439,11 +445,7 @@ class PostgresQueue(SqlQueue):
         nobody listens, and it does nothing.
         """
         with self._connection() as con:
-            self._notify(con)
-
-    def _notify(self, con: psycopg.Connection[Any]) -> None:
-        """Send the wake-up on the queue's own connection (see ``notify`` in postgres.sql)."""
-        con.execute(SQL["notify"], prepare=self._prepare(con))
+            con.execute(SQL["notify"], prepare=self._prepare(con))
 
     # -- worker side -------------------------------------------------------------------
 

@@ -1,0 +1,99 @@
+"""The coalescing wake-ups behind PostgresQueue's enqueue (backends/wakeups.py), without a database.
+
+The property that matters: every request is followed by a send that starts after it, so no
+enqueue goes without a wake-up after its commit; requests that come while a send is on its
+way share the next one.
+"""
+
+import threading
+
+from waiting import HANG_GUARD_S, hang, wait_until
+
+from jobqueue.backends.wakeups import Wakeups
+
+
+class Sender:
+    """A send that records when it starts and can be held until the test lets it finish."""
+
+    def __init__(self) -> None:
+        self.started: list[int] = []  # the number of requests made before each send began
+        self.requests = 0
+        self.hold = threading.Event()
+        self.hold.set()
+        self.in_send = threading.Event()
+
+    def request(self, wakeups: Wakeups) -> None:
+        self.requests += 1
+        wakeups.request()
+
+    def __call__(self) -> None:
+        self.started.append(self.requests)
+        self.in_send.set()
+        assert self.hold.wait(HANG_GUARD_S), hang("the test to let the send finish")
+
+
+def test_requests_made_while_a_send_is_on_its_way_share_the_next_send() -> None:
+    sender = Sender()
+    sender.hold.clear()
+    wakeups = Wakeups(sender, "test wake-ups")
+    sender.request(wakeups)
+    assert sender.in_send.wait(HANG_GUARD_S), hang("the first send")
+    for _ in range(5):  # the first send is held: these five wait for the next
+        sender.request(wakeups)
+    sender.hold.set()
+    wakeups.close()
+    assert sender.started == [1, 6]  # two sends for six requests, the second after all six
+    assert wakeups.sent == 2 and wakeups.lost == 0
+
+
+def test_a_request_after_a_send_gets_a_send_of_its_own() -> None:
+    sender = Sender()
+    wakeups = Wakeups(sender, "test wake-ups")
+    sender.request(wakeups)
+    wait_until(lambda: wakeups.sent == 1, "the first send")
+    sender.request(wakeups)
+    wakeups.close()
+    assert sender.started == [1, 2]
+
+
+def test_close_sends_the_wake_up_still_wanted_and_later_requests_send_nothing() -> None:
+    sender = Sender()
+    sender.hold.clear()
+    wakeups = Wakeups(sender, "test wake-ups")
+    sender.request(wakeups)
+    assert sender.in_send.wait(HANG_GUARD_S), hang("the first send")
+    sender.request(wakeups)  # wanted while the first is held
+    closing = threading.Thread(target=wakeups.close)
+    closing.start()
+    sender.hold.set()
+    closing.join(HANG_GUARD_S)
+    assert not closing.is_alive(), hang("close")
+    assert sender.started == [1, 2]
+    wakeups.request()  # closed: nothing more is sent, and nothing waits
+    wakeups.close()
+    assert wakeups.sent == 2
+
+
+def test_a_send_that_fails_is_counted_lost_and_the_next_request_is_still_served() -> None:
+    calls: list[str] = []
+
+    def send() -> None:
+        calls.append("send")
+        if len(calls) == 1:
+            raise ConnectionError("server gone")
+
+    wakeups = Wakeups(send, "test wake-ups")
+    wakeups.request()
+    wait_until(lambda: wakeups.lost == 1, "the failed send")
+    wakeups.request()
+    wakeups.close()
+    assert calls == ["send", "send"] and (wakeups.sent, wakeups.lost) == (1, 1)
+
+
+def test_no_thread_before_the_first_request_and_none_after_close() -> None:
+    before = {thread.name for thread in threading.enumerate()}
+    wakeups = Wakeups(lambda: None, "test wake-ups idle")
+    assert "test wake-ups idle" not in {thread.name for thread in threading.enumerate()} - before
+    wakeups.request()
+    wakeups.close()
+    assert "test wake-ups idle" not in {thread.name for thread in threading.enumerate()}
