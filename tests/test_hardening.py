@@ -608,8 +608,9 @@ def test_a_readable_row_gives_the_job_its_values_make(changes: dict[str, object]
 
 def test_a_job_from_checked_values_needs_every_field() -> None:
     job = jq.Job(id="j1", type="t", payload="{}")
-    values = {name: getattr(job, name) for name in job.__dataclass_fields__}
-    assert jq.Job.from_checked(values) == job
-    del values["priority"]
-    with pytest.raises(jq.InvalidSettingError, match="a job needs the fields"):
-        jq.Job.from_checked(values)
+    values = [getattr(job, name) for name in job.__dataclass_fields__]
+    built = jq.Job.from_checked(*values)
+    assert built == job
+    assert all(getattr(built, name) == getattr(job, name) for name in job.__dataclass_fields__)
+    with pytest.raises(jq.InvalidSettingError, match="a job needs 17 values, one per field, got 16"):
+        jq.Job.from_checked(*values[:-1])

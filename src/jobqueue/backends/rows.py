@@ -199,25 +199,23 @@ def job_from_row(row: JobRow) -> Job:
     except InvalidSettingError as exc:
         raise CorruptJobError(f"the stored row of job {row.id!r} cannot be read: {exc}") from exc
     return Job.from_checked(
-        {
-            "id": row.id,
-            "type": row.type,
-            "payload": row.payload,
-            "attempts": row.attempts,
-            "max_attempts": policy.max_attempts,
-            "backoff": policy.backoff,
-            "run_at": float(row.run_at),
-            "leased_until": row.leased_until,
-            "leased_at": row.leased_at,
-            "last_error": row.last_error,
-            "priority": row.priority,
-            "expires_at": row.expires_at,
-            "expires_after_s": row.expires_after_s,
-            "fencing_token": row.fencing_token,
-            "enqueued_at": row.enqueued_at,
-            "unique_for_s": row.unique_for_s,
-            "queue": row.queue,
-        }
+        row.id,
+        row.type,
+        row.payload,
+        row.attempts,
+        policy.max_attempts,
+        policy.backoff,
+        float(row.run_at),
+        row.leased_until,
+        row.leased_at,
+        row.last_error,
+        row.priority,
+        row.expires_at,
+        row.expires_after_s,
+        row.fencing_token,
+        row.enqueued_at,
+        row.unique_for_s,
+        row.queue,
     )
 
 
@@ -226,37 +224,55 @@ def _plain(row: JobRow) -> bool:
 
     A fast pass for nearly every row: it accepts only what :func:`_check_values` accepts,
     and a row it turns down (a time stored as an int, a bad value) goes there, to be
-    accepted after all or refused with the first bad value named.
+    accepted after all or refused with the first bad value named. Written out, without a
+    helper per value: it runs for every job claimed.
     """
-    attempts, priority, fencing_token = row.attempts, row.priority, row.fencing_token
+    (
+        id,
+        type_name,
+        payload,
+        attempts,
+        _,  # max_attempts, base_s and cap_s: checked as a RetryPolicy (_policy)
+        _,
+        _,
+        run_at,
+        leased_until,
+        leased_at,
+        last_error,
+        priority,
+        expires_at,
+        expires_after_s,
+        fencing_token,
+        enqueued_at,
+        unique_for_s,
+        queue,
+    ) = row
+    inf = math.inf
     return (
-        _nonempty_text(row.id)
-        and _nonempty_text(row.type)
-        and _nonempty_text(row.payload)
+        type(id) is str
+        and id != ""
+        and type(type_name) is str
+        and type_name != ""
+        and type(payload) is str
+        and payload != ""
         and type(attempts) is int
         and attempts >= 0
-        and _float_time(row.run_at)
-        and (row.leased_until is None or _float_time(row.leased_until))
-        and (row.leased_at is None or _float_time(row.leased_at))
-        and (row.last_error is None or type(row.last_error) is str)
+        and type(run_at) is float
+        and -inf < run_at < inf
+        and (leased_until is None or (type(leased_until) is float and -inf < leased_until < inf))
+        and (leased_at is None or (type(leased_at) is float and -inf < leased_at < inf))
+        and (last_error is None or type(last_error) is str)
         and type(priority) is int
         and -PRIORITY_LIMIT <= priority <= PRIORITY_LIMIT
-        and (row.expires_at is None or _float_time(row.expires_at))
-        and (row.expires_after_s is None or _float_time(row.expires_after_s))
+        and (expires_at is None or (type(expires_at) is float and -inf < expires_at < inf))
+        and (expires_after_s is None or (type(expires_after_s) is float and -inf < expires_after_s < inf))
         and type(fencing_token) is int
         and fencing_token >= 0
-        and (row.enqueued_at is None or _float_time(row.enqueued_at))
-        and (row.unique_for_s is None or _float_time(row.unique_for_s))
-        and _nonempty_text(row.queue)
+        and (enqueued_at is None or (type(enqueued_at) is float and -inf < enqueued_at < inf))
+        and (unique_for_s is None or (type(unique_for_s) is float and -inf < unique_for_s < inf))
+        and type(queue) is str
+        and queue != ""
     )
-
-
-def _float_time(value: object) -> bool:
-    return type(value) is float and -math.inf < value < math.inf
-
-
-def _nonempty_text(value: object) -> bool:
-    return type(value) is str and value != ""
 
 
 def _check_values(values: dict[str, Any]) -> None:
