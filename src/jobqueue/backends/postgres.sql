@@ -492,6 +492,21 @@ DELETE FROM jobqueue_finished WHERE ctid = ANY(ARRAY(
     ORDER BY finished_at LIMIT %(limit)s
 ));
 
+-- name: prune_dead
+-- At most %(limit)s dead letters that died before %(before)s (jobqueue.backends.rules.is_dead_pruned),
+-- oldest death first, through jobqueue_jobs_dead: a short statement, whatever the table
+-- holds. The outer died_at test leaves alone a row replayed since the array was read. Each
+-- letter frees its id as a discard does: a unique window counts from its death.
+WITH gone AS (
+    DELETE FROM jobqueue_jobs WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM jobqueue_jobs WHERE died_at IS NOT NULL AND died_at < %(before)s
+        ORDER BY died_at, id LIMIT %(limit)s
+    )) AND died_at < %(before)s
+    RETURNING id, died_at
+)
+UPDATE jobqueue_held AS held SET held_until = gone.died_at + held.unique_for_s
+FROM gone WHERE held.id = gone.id AND held.held_until = 'Infinity';
+
 -- name: finished
 SELECT {job_columns}, outcome, finished_at FROM jobqueue_finished ORDER BY finished_at DESC LIMIT %(limit)s;
 
