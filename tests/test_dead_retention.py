@@ -7,6 +7,7 @@
   ``PRUNE_BATCH`` a prune; a younger one stays, ``None`` keeps them all, and the default is
   ``rules.DEAD_RETAIN_S`` (7 days); a pruned letter frees its id as a discard does (a unique
   window counts from its death); a bad ``dead_retain_s`` is refused by name;
+- ``QueueMetrics.cancelled`` counts the cancelled jobs the queue keeps;
 - on PostgreSQL the prune reads the dead letters' own index, never the live backlog.
 
 Each queue test runs on the in-memory queue, DuckDB in memory and PostgreSQL, on a manual clock.
@@ -175,6 +176,24 @@ def test_a_bad_dead_retain_s_is_refused_by_name(make_queue: MakeQueue, bad: obje
     message = r"dead_retain_s must be a finite number of seconds > 0, got " + re.escape(repr(bad))
     with pytest.raises(InvalidSettingError, match=message):
         make_queue(dead_retain_s=bad)
+
+
+def test_the_metrics_count_the_cancelled_jobs_kept(make_queue: MakeQueue) -> None:
+    queue = make_queue()
+    queue.enqueue_many(SEND_RECEIPT, [receipt(1), receipt(2), receipt(3)], ids=["w", "l", "d"])
+    assert queue.metrics().cancelled == 0
+    assert queue.cancel("w") == "cancelled"
+    figures = queue.metrics()
+    assert (figures.cancelled, figures.waiting, figures.dead_letters) == (1, 2, 0)
+
+    lease = queue.claim()
+    assert lease is not None and lease.job.id == "l"
+    assert queue.cancel("l") == "cancelling"
+    assert queue.metrics().cancelled == 1  # still leased: not finished yet
+    queue.ack(lease)  # finishes it as cancelled
+    figures = queue.metrics()
+    assert (figures.cancelled, figures.done, figures.waiting) == (2, 0, 1)
+    assert str(figures).splitlines()[-1].split() == ["cancelled", "2"]  # what `jobqueue stats` prints
 
 
 # -- PostgreSQL: the prune reads the dead letters only -----------------------------------

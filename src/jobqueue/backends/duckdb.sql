@@ -413,7 +413,8 @@ SELECT count(*) FILTER (WHERE visible_at <= $now),
        coalesce(max($now - coalesce(enqueued_at, run_at)) FILTER (WHERE coalesce(leased_until <= $now, true)), 0.0),
        (SELECT count(*) FROM jobqueue_dead),
        (SELECT coalesce(sum(done), 0) FROM jobqueue_outcomes WHERE second BETWEEN $since AND $now),
-       (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN $since AND $now)
+       (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN $since AND $now),
+       (SELECT count(*) FROM jobqueue_finished WHERE outcome = 'cancelled')
 FROM jobqueue_jobs;
 
 -- name: count_outcomes

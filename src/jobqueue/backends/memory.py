@@ -658,6 +658,7 @@ class JobQueue:
             done=done,
             failed=failed,
             dead_letters=len(self._dead),
+            cancelled=sum(kept.outcome == "cancelled" for kept in self._finished),
         )
 
     def __len__(self) -> int:

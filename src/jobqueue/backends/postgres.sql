@@ -612,7 +612,9 @@ SELECT count(*) FILTER (WHERE died_at IS NULL AND visible_at <= %(now)s),
                 FILTER (WHERE died_at IS NULL AND coalesce(leased_until <= %(now)s, true)), 0.0),
        count(*) FILTER (WHERE died_at IS NOT NULL),
        (SELECT coalesce(sum(done), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s),
-       (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s)
+       (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s),
+       -- the cancelled jobs kept, through jobqueue_finished_cancelled
+       (SELECT count(*) FROM jobqueue_finished WHERE outcome = 'cancelled')
 FROM jobqueue_jobs;
 
 -- name: count_outcomes
