@@ -23,7 +23,7 @@ import psycopg
 import pytest
 from backends_support import BACKENDS, open_queue
 
-from jobqueue import Backoff, InvalidSettingError, ManualClock, RetryPolicy
+from jobqueue import Backoff, DurableQueue, InvalidSettingError, JobQueue, ManualClock, RetryPolicy
 from jobqueue.backends import rules
 from jobqueue.backends.contract import KeepsFinished, Queue
 from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
@@ -171,11 +171,19 @@ def test_a_pruned_dead_letter_holds_its_id_for_its_window_from_its_death(make_qu
     assert added is not None and added.attempts == 0
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, True, "60"])
-def test_a_bad_dead_retain_s_is_refused_by_name(make_queue: MakeQueue, bad: object) -> None:
+def test_a_bad_dead_retain_s_is_refused_by_name_before_anything_opens(backend: str, bad: object) -> None:
+    from jobqueue.backends.postgres import PostgresQueue
+
     message = r"dead_retain_s must be a finite number of seconds > 0, got " + re.escape(repr(bad))
     with pytest.raises(InvalidSettingError, match=message):
-        make_queue(dead_retain_s=bad)
+        if backend == "memory":
+            JobQueue(clock=ManualClock(T0), dead_retain_s=bad)  # type: ignore[arg-type]
+        elif backend == "duckdb":
+            DurableQueue(":memory:", dead_retain_s=bad)  # type: ignore[arg-type]
+        else:  # refused before it connects: no server listens there
+            PostgresQueue("postgresql://127.0.0.1:9/none", dead_retain_s=bad)  # type: ignore[arg-type]
 
 
 def test_the_metrics_count_the_cancelled_jobs_kept(make_queue: MakeQueue) -> None:
