@@ -88,7 +88,8 @@ def test_stats_prints_the_figures_of_a_queue_file(path: Path, capsys: pytest.Cap
         "oldest leased job         0\\.0 s\n"
         "oldest since enqueue      (\\d+\\.\\d) s\n"  # r-3 again: enqueued then, never claimed
         "failure rate, last 300 s  50% \\(1 failed, 1 done\\)\n"
-        "dead letters              1\n",
+        "dead letters              1\n"
+        "cancelled                 0\n",
         out,
     )
     assert shown is not None, out
@@ -428,6 +429,7 @@ def test_a_worker_process_logs_reports_stats_and_gives_back_its_job_on_sigterm(p
         "oldest since enqueue      0.0 s",  # the one job left is leased
         "failure rate, last 300 s  0% (0 failed, 3 done)",
         "dead letters              0",
+        "cancelled                 0",
     ]
 
     # The log: three receipts done, the report given back at shutdown.

@@ -88,7 +88,11 @@ def test_stats_dead_and_replay_take_a_url(pg_conninfo: str, capsys: pytest.Captu
     stats = capsys.readouterr().out.splitlines()
     assert stats[0] == "waiting                   0"
     metrics = stats[: stats.index("")]  # then what holds back cleanup (tests/test_postgres_cleanup.py)
-    assert metrics[-2:] == ["failure rate, last 300 s  50% (1 failed, 1 done)", "dead letters              1"]
+    assert metrics[-3:] == [
+        "failure rate, last 300 s  50% (1 failed, 1 done)",
+        "dead letters              1",
+        "cancelled                 0",
+    ]
 
     assert main(["dead", pg_conninfo]) == 0
     dead = capsys.readouterr().out.splitlines()

@@ -112,7 +112,8 @@ def test_the_table() -> None:
         "oldest leased job        55.0 s\n"
         "oldest since enqueue     70.0 s\n"
         "failure rate, last 60 s  40% (2 failed, 3 done)\n"
-        "dead letters             1"
+        "dead letters             1\n"
+        "cancelled                0"
     )
 
 

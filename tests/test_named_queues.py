@@ -454,7 +454,7 @@ def test_jobqueue_stats_adds_a_line_per_queue_only_once_a_job_names_one(
     with DurableQueue(path, clock=ManualClock(T0)) as queue:
         queue.enqueue(SEND_RECEIPT, Mail(1))
     assert main(["stats", str(path)]) == 0
-    assert capsys.readouterr().out.splitlines()[-1].startswith("dead letters")  # the figures alone
+    assert capsys.readouterr().out.splitlines()[-1].startswith("cancelled")  # the figures alone
     with DurableQueue(path, clock=ManualClock(T0)) as queue:
         queue.enqueue(RENDER_REPORT, Mail(2), queue="reports")
     assert main(["stats", str(path)]) == 0

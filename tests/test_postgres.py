@@ -331,6 +331,7 @@ def test_only_claims_and_heartbeats_commit_without_waiting_for_the_disk(
         ("UPDATE", "off"),  # claim
         ("UPDATE", "off"),  # extend_lease
         ("DELETE", "on"),  # ack: the claim's setting ended with its transaction
+        ("DELETE", "on"),  # the ack's prune of dead letters past dead_retain_s (none here)
         ("INSERT", "on"),
         ("DELETE", "off"),
         ("UPDATE", "off"),

@@ -75,8 +75,12 @@ class QueueMetrics:
         done: attempts acked within the window.
         failed: attempts failed within the window (retried or dead-lettered).
         dead_letters: jobs in the dead-letter queue now.
+        cancelled: cancelled jobs the queue keeps now (with the finished jobs, a day at
+            least: see :data:`~jobqueue.backends.rules.KEEP_CANCELLED_S`); ``0`` in a
+            snapshot built without it, such as a worker's stats file written before it
+            was counted.
 
-    Introduced in lesson 11.
+    Introduced in lesson 11; ``cancelled`` with cancelling (issue 24).
     """
 
     at: float
@@ -90,6 +94,7 @@ class QueueMetrics:
     done: int
     failed: int
     dead_letters: int
+    cancelled: int = 0
 
     @classmethod
     def from_row(cls, at: float, window_s: float, row: Sequence[Any]) -> QueueMetrics:
@@ -99,10 +104,22 @@ class QueueMetrics:
             at: when the row was read, seconds on the queue's clock.
             window_s: the window of ``done`` and ``failed``, seconds.
             row: ``(waiting, scheduled, leased, oldest_waiting_age_s, oldest_leased_age_s,
-                oldest_enqueued_age_s, dead_letters, done, failed)``, each a number of whatever type the
-                database returns (a PostgreSQL ``sum`` is a ``Decimal``), converted here.
+                oldest_enqueued_age_s, dead_letters, done, failed, cancelled)``, each a number of
+                whatever type the database returns (a PostgreSQL ``sum`` is a ``Decimal``),
+                converted here.
         """
-        waiting, scheduled, leased, oldest_s, oldest_leased_s, oldest_enqueued_s, dead, done, failed = row
+        (
+            waiting,
+            scheduled,
+            leased,
+            oldest_s,
+            oldest_leased_s,
+            oldest_enqueued_s,
+            dead,
+            done,
+            failed,
+            cancelled,
+        ) = row
         return cls(
             at=at,
             waiting=int(waiting),
@@ -115,6 +132,7 @@ class QueueMetrics:
             done=int(done),
             failed=int(failed),
             dead_letters=int(dead),
+            cancelled=int(cancelled),
         )
 
     @property
@@ -136,6 +154,7 @@ class QueueMetrics:
                 f"{self.failure_rate:.0%} ({self.failed} failed, {self.done} done)",
             ),
             ("dead letters", f"{self.dead_letters}"),
+            ("cancelled", f"{self.cancelled}"),
         ]
         width = max(len(name) for name, _ in rows)
         return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
@@ -251,9 +270,16 @@ StoreOutcomes = Callable[[dict[str, list[int]], int], None]
 
 
 def measure(
-    live: Iterable[Job], *, now: float, window_s: float, done: int, failed: int, dead_letters: int
+    live: Iterable[Job],
+    *,
+    now: float,
+    window_s: float,
+    done: int,
+    failed: int,
+    dead_letters: int,
+    cancelled: int,
 ) -> QueueMetrics:
-    """Build a :class:`QueueMetrics` from the records of every waiting or leased job."""
+    """Build a :class:`QueueMetrics` from the records of every waiting or leased job and the counts given."""
     waiting = scheduled = leased = 0
     oldest_s = oldest_leased_s = oldest_enqueued_s = 0.0
     for job in live:
@@ -281,4 +307,5 @@ def measure(
         done=done,
         failed=failed,
         dead_letters=dead_letters,
+        cancelled=cancelled,
     )

@@ -34,6 +34,7 @@ from jobqueue.job import (
     Lease,
     check_count,
     check_job_id,
+    check_positive_seconds,
     check_queue_name,
 )
 from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
@@ -350,6 +351,19 @@ def check_seconds(name: str, value: float) -> float:
     return float(value)
 
 
+def check_dead_retain_s(dead_retain_s: float | None) -> float | None:
+    """Return ``dead_retain_s`` as a float if it is a finite number of seconds > 0, or ``None`` (keep).
+
+    Every queue's constructor calls it; see :data:`~jobqueue.backends.rules.DEAD_RETAIN_S`.
+
+    Raises:
+        InvalidSettingError: naming the bad value (0, negative, NaN, infinite, not a number).
+    """
+    if dead_retain_s is None:
+        return None
+    return float(check_positive_seconds("dead_retain_s", dead_retain_s))
+
+
 def check_unique_for_s(unique_for_s: float | None) -> float | None:
     """Return ``unique_for_s`` as a float (or ``None``) if it is ``None`` or a finite number of seconds >= 0.
 
@@ -457,12 +471,17 @@ class ShowsOverview(Protocol):
 class KeepsFinished(Protocol):
     """A queue that keeps finished jobs for ``retain_s`` seconds (0: not at all), to look at what ran.
 
-    All three backends have it. Introduced with retention (issue 24).
+    Dead letters are kept ``dead_retain_s`` seconds after they died. All three backends
+    have it. Introduced with retention (issue 24).
     """
 
     @property
     def retain_s(self) -> float:
         """How long a finished job is kept, in seconds; 0 deletes it at its ack."""
+
+    @property
+    def dead_retain_s(self) -> float | None:
+        """How long a dead letter is kept after it died, in seconds; ``None``: until replayed or discarded."""
 
     def finished(self, limit: int = 100) -> list[FinishedJob]:
         """Up to ``limit`` finished jobs kept, the latest first."""

@@ -158,6 +158,8 @@ class DurableQueue(SqlQueue):
         visibility_timeout_s: how long a claim hides a job, in seconds (> 0).
         retry: retry policy of job types that do not bring their own.
         random: source of jitter for retry delays, returning floats in ``[0, 1]``.
+        retain_s, dead_retain_s: how long finished jobs and dead letters are kept (7 days
+            for dead letters by default); see :class:`~jobqueue.backends.sqlqueue.SqlQueue`.
 
     Raises:
         QueueFileLockedError: if another process has the file open, or another
@@ -609,6 +611,19 @@ class DurableQueue(SqlQueue):
             con.execute(SQL["keep_acked"], {"tokens": tokens, "now": now})
         rows = con.execute(SQL["ack"], {"tokens": tokens}).fetchall()
         return {token for (token,) in rows}
+
+    def _prune_dead(self, con: duckdb.DuckDBPyConnection, before: float) -> None:
+        """Delete up to PRUNE_BATCH dead letters that died before ``before``; see ``SqlQueue._prune_dead``.
+
+        DuckDB has no DELETE inside a WITH: the windows of the letters to go start first
+        (only in a file that may hold ids under one), so an ack that commits each statement
+        alone and stops between the two leaves a letter that still holds its id, and a
+        window already counting, which the next prune finds as it was.
+        """
+        limits = {"before": before, "limit": rules.PRUNE_BATCH}
+        if self._windows:
+            con.execute(SQL["hold_pruned_dead"], limits)
+        con.execute(SQL["prune_dead"], limits)
 
     def _hold(
         self,

@@ -303,6 +303,20 @@ DELETE FROM jobqueue_finished WHERE rowid IN (
     ORDER BY finished_at LIMIT $limit
 );
 
+-- name: hold_pruned_dead
+-- Before `prune_dead`, in a file that may hold ids under a unique window: the windows of the
+-- dead letters it will delete start from their deaths, as a discard's do.
+UPDATE jobqueue_held SET held_until = dead.died_at + jobqueue_held.unique_for_s
+FROM (SELECT id, died_at FROM jobqueue_dead WHERE died_at < $before ORDER BY died_at, id LIMIT $limit) AS dead
+WHERE jobqueue_held.id = dead.id AND jobqueue_held.held_until = 'infinity';
+
+-- name: prune_dead
+-- At most $limit dead letters that died before $before (jobqueue.backends.rules.is_dead_pruned),
+-- oldest death first.
+DELETE FROM jobqueue_dead WHERE id IN (
+    SELECT id FROM jobqueue_dead WHERE died_at < $before ORDER BY died_at, id LIMIT $limit
+);
+
 -- name: finished
 SELECT {job_columns}, outcome, finished_at FROM jobqueue_finished ORDER BY finished_at DESC LIMIT $limit;
 
@@ -399,7 +413,8 @@ SELECT count(*) FILTER (WHERE visible_at <= $now),
        coalesce(max($now - coalesce(enqueued_at, run_at)) FILTER (WHERE coalesce(leased_until <= $now, true)), 0.0),
        (SELECT count(*) FROM jobqueue_dead),
        (SELECT coalesce(sum(done), 0) FROM jobqueue_outcomes WHERE second BETWEEN $since AND $now),
-       (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN $since AND $now)
+       (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN $since AND $now),
+       (SELECT count(*) FROM jobqueue_finished WHERE outcome = 'cancelled')
 FROM jobqueue_jobs;
 
 -- name: count_outcomes

@@ -36,6 +36,7 @@ from jobqueue.backends.contract import (
     JobIds,
     JobTypes,
     QueueNames,
+    check_dead_retain_s,
     check_delay_s,
     check_holder,
     check_ids,
@@ -92,11 +93,17 @@ class JobQueue:
             Kept jobs are pruned by the acks, :data:`~jobqueue.backends.rules.PRUNE_BATCH`
             at a time, at most every :data:`~jobqueue.backends.rules.PRUNE_EVERY_S`
             seconds, so one may outlive ``retain_s`` by a little.
+        dead_retain_s: how long a dead letter is kept after it died, in seconds (> 0),
+            unless replayed or discarded first; pruned by the acks as the finished jobs
+            are. Default :data:`~jobqueue.backends.rules.DEAD_RETAIN_S`, 7 days (River's
+            ``DiscardedJobRetentionPeriod`` is 7 days too); ``None`` keeps dead letters
+            until replayed or discarded. A pruned dead letter frees its id as a discard
+            does.
 
     Raises:
         InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0,
-            ``retry`` is not a :class:`RetryPolicy`, or ``retain_s`` is not a finite
-            number >= 0.
+            ``retry`` is not a :class:`RetryPolicy`, ``retain_s`` is not a finite
+            number >= 0, or ``dead_retain_s`` is neither ``None`` nor a finite number > 0.
 
     Cost: ``enqueue``, ``claim``, ``ack`` and ``fail`` take O(log n) time for n jobs in the
     queue (times the few priorities in use): a heap of the jobs not yet due, ordered by the
@@ -117,9 +124,11 @@ class JobQueue:
         random: RandomFn = _random.random,
         new_id: Callable[[], str] | None = None,
         retain_s: float = 0.0,
+        dead_retain_s: float | None = rules.DEAD_RETAIN_S,
     ) -> None:
         self.clock = clock
         self.retain_s = check_seconds("retain_s", retain_s)
+        self.dead_retain_s = check_dead_retain_s(dead_retain_s)
         self._finished: deque[FinishedJob] = deque()  # oldest finish first
         self._pruned_at: float | None = None
         self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
@@ -336,9 +345,10 @@ class JobQueue:
         else:
             self._finish(job, "done", now)
             self._outcomes.record(now, failed=False)
-        if self._finished and rules.prune_due(now, self._pruned_at):
+        if (self._finished or self._dead) and rules.prune_due(now, self._pruned_at):
             self._pruned_at = now
             self._prune(now)
+            self._prune_dead(now)
 
     def _finish(self, job: Job, outcome: FinishedOutcome, now: float) -> None:
         """Take the live ``job`` out of the queue, kept as ``outcome`` (done: only with ``retain_s``)."""
@@ -366,6 +376,18 @@ class JobQueue:
             else:
                 kept.append(finished)
         self._finished = kept
+
+    def _prune_dead(self, now: float) -> None:
+        """Delete up to PRUNE_BATCH dead letters past ``dead_retain_s`` (see :func:`rules.is_dead_pruned`).
+
+        The oldest deaths go first; each frees its id as :meth:`discard` does (a unique
+        window counts from its death).
+        """
+        before = rules.prune_dead_before(now, self.dead_retain_s)
+        due = [letter for letter in self._dead.values() if rules.is_dead_pruned(letter, before=before)]
+        for letter in heapq.nsmallest(rules.PRUNE_BATCH, due, key=lambda dead: (dead.died_at, dead.job.id)):
+            del self._dead[letter.job.id]
+            self._finished_holding(letter.job, letter.died_at)
 
     def ack_many(self, leases: Sequence[Lease]) -> list[Lease]:
         """Ack every lease still held; return the stale ones, which change nothing.
@@ -636,6 +658,7 @@ class JobQueue:
             done=done,
             failed=failed,
             dead_letters=len(self._dead),
+            cancelled=sum(kept.outcome == "cancelled" for kept in self._finished),
         )
 
     def __len__(self) -> int:

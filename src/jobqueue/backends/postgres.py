@@ -222,6 +222,8 @@ class PostgresQueue(SqlQueue):
         visibility_timeout_s: how long a claim hides a job, in seconds (> 0).
         retry: retry policy of job types that do not bring their own.
         random: source of jitter for retry delays, returning floats in ``[0, 1]``.
+        retain_s, dead_retain_s: how long finished jobs and dead letters are kept (7 days
+            for dead letters by default); see :class:`~jobqueue.backends.sqlqueue.SqlQueue`.
         connect_timeout_s: seconds a connection attempt may take (libpq's
             ``connect_timeout``, whole seconds, at least 2; default 10), unless ``conninfo``
             sets its own: without one libpq waits for TCP, minutes for a server that is gone.

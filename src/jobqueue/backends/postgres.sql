@@ -492,6 +492,21 @@ DELETE FROM jobqueue_finished WHERE ctid = ANY(ARRAY(
     ORDER BY finished_at LIMIT %(limit)s
 ));
 
+-- name: prune_dead
+-- At most %(limit)s dead letters that died before %(before)s (jobqueue.backends.rules.is_dead_pruned),
+-- oldest death first, through jobqueue_jobs_dead: a short statement, whatever the table
+-- holds. The outer died_at test leaves alone a row replayed since the array was read. Each
+-- letter frees its id as a discard does: a unique window counts from its death.
+WITH gone AS (
+    DELETE FROM jobqueue_jobs WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM jobqueue_jobs WHERE died_at IS NOT NULL AND died_at < %(before)s
+        ORDER BY died_at, id LIMIT %(limit)s
+    )) AND died_at < %(before)s
+    RETURNING id, died_at
+)
+UPDATE jobqueue_held AS held SET held_until = gone.died_at + held.unique_for_s
+FROM gone WHERE held.id = gone.id AND held.held_until = 'Infinity';
+
 -- name: finished
 SELECT {job_columns}, outcome, finished_at FROM jobqueue_finished ORDER BY finished_at DESC LIMIT %(limit)s;
 
@@ -597,7 +612,9 @@ SELECT count(*) FILTER (WHERE died_at IS NULL AND visible_at <= %(now)s),
                 FILTER (WHERE died_at IS NULL AND coalesce(leased_until <= %(now)s, true)), 0.0),
        count(*) FILTER (WHERE died_at IS NOT NULL),
        (SELECT coalesce(sum(done), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s),
-       (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s)
+       (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s),
+       -- the cancelled jobs kept, through jobqueue_finished_cancelled
+       (SELECT count(*) FROM jobqueue_finished WHERE outcome = 'cancelled')
 FROM jobqueue_jobs;
 
 -- name: count_outcomes

@@ -30,7 +30,7 @@ from jobqueue.errors import (
     describe_failure,
 )
 from jobqueue.failures import retry_delay_s
-from jobqueue.job import FinishedJob, Job, deadline
+from jobqueue.job import DeadLetter, FinishedJob, Job, deadline
 
 
 def fail(
@@ -220,10 +220,10 @@ def deferral_s(error: CircuitOpenError, now: float) -> float:
 
 
 PRUNE_EVERY_S = 10.0
-"""How often, at most, a queue that keeps finished jobs deletes those past ``retain_s``, in seconds."""
+"""Seconds between two prunes, at least (finished jobs past ``retain_s``, dead past ``dead_retain_s``)."""
 
 PRUNE_BATCH = 100
-"""Most finished jobs one prune deletes: a short statement, which never holds locks for long."""
+"""Most finished jobs, and most dead letters, one prune deletes: short statements, which hold no lock long."""
 
 
 def prune_due(now: float, pruned_at: float | None) -> bool:
@@ -264,6 +264,31 @@ def prune_cancelled_before(now: float, retain_s: float) -> float:
 def is_pruned(finished: FinishedJob, *, before: float, cancelled_before: float) -> bool:
     """Whether a prune deletes ``finished``: kept since before ``before`` (or ``cancelled_before``)."""
     return finished.finished_at < (cancelled_before if finished.outcome == "cancelled" else before)
+
+
+DEAD_RETAIN_S = 604_800.0
+"""Seconds a dead letter is kept after it died, by default (7 days), unless replayed or discarded first.
+
+River's default for discarded jobs (``DiscardedJobRetentionPeriod``) is 7 days too: a week
+to notice a dead letter, fix its cause and replay it, without the table growing for good.
+"""
+
+
+def prune_dead_before(now: float, dead_retain_s: float | None) -> float | None:
+    """The time (seconds) before which a dead letter has been kept ``dead_retain_s`` and may go, at ``now``.
+
+    ``None`` when ``dead_retain_s`` is ``None``: dead letters are kept until replayed or discarded.
+    """
+    return None if dead_retain_s is None else now - dead_retain_s
+
+
+def is_dead_pruned(letter: DeadLetter, *, before: float | None) -> bool:
+    """Whether a prune deletes the dead ``letter``: it died before ``before`` (``None``: never).
+
+    The SQL backends delete the same rows, ``died_at < before``, oldest death first.
+    Introduced with retention of dead letters (issue 24).
+    """
+    return before is not None and letter.died_at < before
 
 
 KEEP_CANCELLED_S = 86_400.0

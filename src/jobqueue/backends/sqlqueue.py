@@ -29,6 +29,7 @@ from jobqueue.backends.contract import (
     Failed,
     JobTypes,
     QueueNames,
+    check_dead_retain_s,
     check_delay_s,
     check_holder,
     check_seconds,
@@ -60,6 +61,7 @@ class QueueOptions(TypedDict, total=False):
     retry: RetryPolicy | None
     random: RandomFn
     retain_s: float
+    dead_retain_s: float | None
 
 
 class SqlQueue(ABC):
@@ -74,11 +76,15 @@ class SqlQueue(ABC):
         random: source of jitter for retry delays, returning floats in ``[0, 1]``.
         retain_s: how long acked jobs are kept in ``jobqueue_finished``, in seconds;
             default 0, deleted at the ack (see :class:`~jobqueue.backends.memory.JobQueue`).
+        dead_retain_s: how long a dead letter is kept after it died, in seconds (> 0);
+            default :data:`~jobqueue.backends.rules.DEAD_RETAIN_S`, 7 days (River's
+            ``DiscardedJobRetentionPeriod`` is 7 days too); ``None`` keeps dead letters
+            until replayed or discarded (see :class:`~jobqueue.backends.memory.JobQueue`).
 
     Raises:
         InvalidSettingError: if ``visibility_timeout_s`` is not a finite number > 0,
-            ``retry`` is not a :class:`RetryPolicy`, or ``retain_s`` is not a finite
-            number >= 0.
+            ``retry`` is not a :class:`RetryPolicy`, ``retain_s`` is not a finite
+            number >= 0, or ``dead_retain_s`` is neither ``None`` nor a finite number > 0.
 
     Every method is one transaction; calls are serialised by one lock, so threads and the
     tasks of an event loop may share the queue. Introduced in lesson 11.
@@ -93,8 +99,10 @@ class SqlQueue(ABC):
         retry: RetryPolicy | None = None,
         random: RandomFn = _random.random,
         retain_s: float = 0.0,
+        dead_retain_s: float | None = rules.DEAD_RETAIN_S,
     ) -> None:
         self.retain_s = check_seconds("retain_s", retain_s)
+        self.dead_retain_s = check_dead_retain_s(dead_retain_s)
         self._pruned_at: float | None = None
         self.visibility_timeout_s = check_positive_seconds("visibility_timeout_s", visibility_timeout_s)
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -219,8 +227,9 @@ class SqlQueue(ABC):
 
         Every :data:`~jobqueue.backends.rules.PRUNE_EVERY_S` seconds the ack also deletes up
         to :data:`~jobqueue.backends.rules.PRUNE_BATCH` finished jobs kept longer than
-        ``retain_s`` (with ``retain_s`` 0, those a past setting kept), and as many ids whose
-        unique window has ended.
+        ``retain_s`` (with ``retain_s`` 0, those a past setting kept), as many dead letters
+        that died longer than ``dead_retain_s`` ago (:meth:`_prune_dead`), and as many ids
+        whose unique window has ended.
         """
         acked = self._delete_acked(con, leases, now)
         windowed = [
@@ -235,8 +244,20 @@ class SqlQueue(ABC):
                 "cancelled_before": rules.prune_cancelled_before(now, self.retain_s),
             }
             con.execute(self.sql["prune_finished"], before | {"limit": rules.PRUNE_BATCH})
+            dead_before = rules.prune_dead_before(now, self.dead_retain_s)
+            if dead_before is not None:
+                self._prune_dead(con, dead_before)
             con.execute(self.sql["prune_held"], {"before": now, "limit": rules.PRUNE_BATCH})
         return acked
+
+    def _prune_dead(self, con: Any, before: float) -> None:
+        """Delete up to PRUNE_BATCH dead letters that died before ``before``, oldest death first.
+
+        The rows :func:`~jobqueue.backends.rules.is_dead_pruned` picks. Each frees its id as
+        a discard does: a unique window then counts from its death (``prune_dead`` starts
+        it in the same statement on PostgreSQL).
+        """
+        con.execute(self.sql["prune_dead"], {"before": before, "limit": rules.PRUNE_BATCH})
 
     def _cancelled_finished(
         self, con: Any, leases: Sequence[Lease], now: float, error: str | None
