@@ -327,13 +327,11 @@ def test_only_claims_and_heartbeats_commit_without_waiting_for_the_disk(
         seen = con.execute("SELECT op, sync FROM seen ORDER BY n").fetchall()
     assert seen == [
         ("INSERT", "on"),  # enqueue
-        ("DELETE", "off"),  # claim: its `dropped` (jobs cancelled whose lease ran out; none here)
-        ("UPDATE", "off"),  # claim
+        ("UPDATE", "off"),  # claim (jobs cancelled whose lease ran out: drop_cancelled; none here)
         ("UPDATE", "off"),  # extend_lease
         ("DELETE", "on"),  # ack: the claim's setting ended with its transaction
         ("DELETE", "on"),  # the ack's prune of dead letters past dead_retain_s (none here)
         ("INSERT", "on"),
-        ("DELETE", "off"),
         ("UPDATE", "off"),
         ("UPDATE", "on"),  # fail (a retry)
     ]

@@ -177,9 +177,11 @@ queue opens them (``migration_N`` blocks of ``postgres.sql``).
 """
 
 
-CLAIMED = Columns("buried", *JOB_FIELDS, "lease_token", "serial")
-"""A row of the claim: how many due jobs it dead-lettered, then a job it leased (all NULL
-when it leased none), its lease token and its new serial, which claims give in claim order."""
+CLAIMED = Columns("buried", "cancelled_ids", *JOB_FIELDS, "lease_token", "serial")
+"""A row of the claim: how many due jobs it dead-lettered, the ids of the due jobs it found
+cancelled while leased (``NULL`` if none: ``drop_cancelled`` finishes them), then a job it
+leased (all NULL when it leased none), its lease token and its new serial, which claims give
+in claim order."""
 
 ENQUEUED = Columns("given_id", "added", "gated", *JOB_FIELDS)
 """A row of the enqueue: the job's id, whether it was added, whether a unique window's gate
@@ -526,6 +528,9 @@ class PostgresQueue(SqlQueue):
                     binary=True,  # numbers as they are stored, not as decimal text to parse
                 ).fetchall()
                 buried = CLAIMED.value(rows[0], "buried")
+                if cancelled := CLAIMED.value(rows[0], "cancelled_ids"):  # they took up places too
+                    con.execute(SQL["drop_cancelled"], {"ids": cancelled, "now": now})
+                    buried += len(cancelled)
                 rows.sort(key=_claim_order)
                 for row in rows:
                     if CLAIMED.value(row, "id") is not None:
