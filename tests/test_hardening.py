@@ -606,6 +606,15 @@ def test_a_readable_row_gives_the_job_its_values_make(changes: dict[str, object]
     assert job.enqueued_at == values["enqueued_at"]  # nor this
 
 
+def test_a_lease_of_a_job_is_the_lease_its_constructor_makes() -> None:
+    job = jq.Job(id="j1", type="t", payload="{}", leased_until=30.0)
+    lease = jq.Lease.of(job, "lease-7")
+    assert lease == jq.Lease(job=job, token="lease-7")
+    assert (lease.job, lease.token, lease.cancelled, lease.expires_at) == (job, "lease-7", False, 30.0)
+    with pytest.raises(AttributeError):
+        lease.token = "lease-8"  # type: ignore[misc]
+
+
 def test_a_job_from_checked_values_needs_every_field() -> None:
     job = jq.Job(id="j1", type="t", payload="{}")
     values = [getattr(job, name) for name in job.__dataclass_fields__]

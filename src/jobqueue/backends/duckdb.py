@@ -795,4 +795,4 @@ def _in_order(due: list[tuple[int, str, bool]], rows: list[Any], jobs: list[Job]
     """The leases of the readable ``jobs`` among the claimed ``rows``, in the order of ``due``."""
     tokens = {HELD.value(row, "id"): HELD.value(row, "lease_token") for row in rows}
     by_id = {job.id: job for job in jobs}
-    return [Lease(job=by_id[job_id], token=tokens[job_id]) for _, job_id, _ in due if job_id in by_id]
+    return [Lease.of(by_id[job_id], tokens[job_id]) for _, job_id, _ in due if job_id in by_id]

@@ -325,7 +325,7 @@ class JobQueue:
         token = f"lease-{serial}"
         self._tokens[job.id] = token
         self._store(leased)
-        return Lease(job=leased, token=token)
+        return Lease.of(leased, token)
 
     def ack(self, lease: Lease) -> None:
         """Mark the leased job done: it leaves the queue for good.

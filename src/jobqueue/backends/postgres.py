@@ -531,14 +531,15 @@ class PostgresQueue(SqlQueue):
                 if cancelled := CLAIMED.value(rows[0], "cancelled_ids"):  # they took up places too
                     con.execute(SQL["drop_cancelled"], {"ids": cancelled, "now": now})
                     buried += len(cancelled)
-                rows.sort(key=_claim_order)
+                if CLAIMED.value(rows[0], "id") is None:
+                    continue  # the one row of a claim that leased nothing
+                rows.sort(key=_CLAIM_ORDER)
                 for row in rows:
-                    if CLAIMED.value(row, "id") is not None:
-                        lease = self._lease(con, row, now)
-                        if lease is not None:
-                            leases.append(lease)
-                        else:
-                            buried += 1
+                    lease = self._lease(con, row, now)
+                    if lease is not None:
+                        leases.append(lease)
+                    else:
+                        buried += 1
         return self._renewed_if_late(leases, now)
 
     def _renewed_if_late(self, leases: list[Lease], asked_at: float) -> list[Lease]:
@@ -854,7 +855,7 @@ class PostgresQueue(SqlQueue):
         An unreadable row (corrupted in the table) is dead-lettered with the reason.
         """
         try:
-            return Lease(job=job_from_row(CLAIMED.job_row(row)), token=CLAIMED.value(row, "lease_token"))
+            return Lease.of(job_from_row(CLAIMED.job_row(row)), _LEASE_TOKEN_OF(row))
         except CorruptJobError as exc:
             self._bury_corrupt(con, salvage(CLAIMED.job_row(row), exc), now)
             return None
@@ -1005,10 +1006,11 @@ def _claim_statement(typed: bool, queues: frozenset[str] | None) -> tuple[str, l
     return SQL[f"{kind}_types" if typed else kind], sorted(queues)
 
 
-def _claim_order(row: Sequence[Any]) -> int:
-    """Sort key of a row of the claim: its new serial, which the claim gave in claim order."""
-    serial: int = CLAIMED.value(row, "serial") or 0  # the row of a claim that leased nothing has none
-    return serial
+_CLAIM_ORDER = CLAIMED.getter("serial")
+"""Sort key of a row of the claim that leased a job: its new serial, which the claim gave in claim order."""
+
+_LEASE_TOKEN_OF = CLAIMED.getter("lease_token")
+"""The lease token of a row of the claim."""
 
 
 def describe_server(conninfo: str) -> str:
