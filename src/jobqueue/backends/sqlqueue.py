@@ -313,7 +313,9 @@ class SqlQueue(ABC):
         cancelled (not counted as done), and the others are stale.
         """
         now = self.clock.now()
-        done = Counter((lease.job.type, lease.job.queue) for lease in leases if lease.token in acked)
+        # by token first: a lease passed twice is acked (and counted) once
+        keys = {lease.token: (lease.job.type, lease.job.queue) for lease in leases if lease.token in acked}
+        done = Counter(keys.values())
         self._outcomes.record(now, done, failed=False, store=self._store_outcomes)
         stale = not_acked(leases, acked)
         if stale and self._may_be_cancelled(stale):
