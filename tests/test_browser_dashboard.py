@@ -1,11 +1,12 @@
 """The dashboard in headless Chromium: live counts beside a worker, read-only, replay, cancel, the token.
 
 On a DuckDB file: ``jobqueue worker FILE --dashboard`` runs slow reports while the page
-polls (the counts change), until SIGTERM; then ``jobqueue dashboard FILE --read-only`` shows the dead
-letter without buttons; then ``jobqueue dashboard FILE`` replays it with its button (back
-to waiting), refuses a POST without the token, and cancels the waiting job by its id. The
-picture taken while the worker runs is screenshots/dashboard.png (git-ignored). Skips,
-naming the missing piece, without Chromium or Playwright.
+polls (the counts change, the reports' done among them), until SIGTERM; then ``jobqueue
+dashboard FILE --read-only`` shows the dead letter without buttons; then ``jobqueue
+dashboard FILE`` replays it with its button (back to waiting), refuses a POST without the
+token, and cancels the waiting job by its id. The picture taken while the worker runs is
+screenshots/dashboard.png (git-ignored). Skips, naming the missing piece, without
+Chromium or Playwright.
 """
 
 from __future__ import annotations
@@ -102,12 +103,16 @@ def test_dashboard_shows_a_running_worker_then_replays_a_dead_letter(
             page.wait_for_selector('#by-type tr[data-type="build_report"]')
             done = '#totals [data-card="done"] .value'
             first = page.locator(done).inner_text()
-            # One refresh that shows more done, jobs running and the dead letter.
+            reports_done = '#by-type tr[data-type="build_report"] td[data-outcome="done"]'
+            # One refresh that shows more done (in the card and in the reports' row), jobs
+            # running and the dead letter.
             page.wait_for_function(
                 f"""() => document.querySelector('{done}').textContent !== '{first}'
+                    && Number(document.querySelector('{reports_done}')?.textContent) > 0
                     && document.querySelector('#running tr[data-id]') !== null
                     && document.querySelector('#dead tr[data-id="receipt-7"]') !== null"""
             )
+            assert int(page.locator(reports_done).inner_text()) >= 1
             shot = screenshot(page, "dashboard")
             process.terminate()  # SIGTERM: the worker gives its jobs back and stops
             assert process.wait(timeout=60) == 0

@@ -14,7 +14,7 @@ import pytest
 from jobqueue import Backoff, InvalidSettingError, JobQueue, Lease, ManualClock, Queue, RetryPolicy
 from jobqueue import metrics as metrics_module
 from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
-from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeLog, QueueMetrics
+from jobqueue.metrics import DEFAULT_WINDOW_S, RETENTION_S, OutcomeKey, OutcomeLog, QueueMetrics
 
 
 def receipt(order_id: int) -> ReceiptPayload:
@@ -202,17 +202,19 @@ def test_a_whole_day_is_the_longest_window() -> None:
 
 # -- the outcome log --------------------------------------------------------------------------
 
+KEY: OutcomeKey = ("send_receipt", "default")
+
 
 def test_the_outcome_log_counts_per_second_and_reads_whole_buckets() -> None:
     log = OutcomeLog()
-    log.record(9.9, failed=False)
-    log.record(10.0, failed=True)
-    log.record(10.7, failed=False, count=3)
-    log.record(12.5, failed=True, count=2)
+    log.record(9.9, KEY, failed=False)
+    log.record(10.0, KEY, failed=True)
+    log.record(10.7, KEY, failed=False, count=3)
+    log.record(12.5, KEY, failed=True, count=2)
     assert log.counts(12.5, 2) == (3, 3)  # from bucket 10
     assert log.counts(12.5, 2.6) == (4, 3)  # from bucket 9
     assert log.counts(11.9, 1) == (3, 1)  # buckets 10 and 11 only: 12 is after now
-    assert log.rows() == [(9, 1, 0), (10, 3, 1), (12, 0, 2)]
+    assert log.totals(0) == [(9, 1, 0), (10, 3, 1), (12, 0, 2)]
     log.clear()
     assert (log.rows(), log.counts(12.5, 10)) == ([], (0, 0))
 
@@ -221,8 +223,8 @@ def test_a_days_worth_of_buckets_at_most_whatever_the_run_length(monkeypatch: py
     monkeypatch.setattr(metrics_module, "RETENTION_S", 100.0)
     log = OutcomeLog()
     for second in range(350):
-        log.record(second + 0.5, failed=second % 4 == 0)
-        log.record(second + 0.5, failed=False)
+        log.record(second + 0.5, KEY, failed=second % 4 == 0)
+        log.record(second + 0.5, KEY, failed=False)
     # Buckets 249..349, the window of the whole "day": 101 done, 76 more done and 25 failed.
     assert log.counts(349.5, 100) == (177, 25)
     rows = log.rows()
@@ -233,7 +235,7 @@ def test_a_days_worth_of_buckets_at_most_whatever_the_run_length(monkeypatch: py
 def test_a_full_log_does_not_rescan_its_buckets_on_every_record(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(metrics_module, "RETENTION_S", 100.0)
 
-    class Buckets(dict[int, list[int]]):
+    class Buckets(dict[int, dict[OutcomeKey, list[int]]]):
         scans = 0
 
         def __iter__(self) -> Iterator[int]:
@@ -243,10 +245,10 @@ def test_a_full_log_does_not_rescan_its_buckets_on_every_record(monkeypatch: pyt
     log = OutcomeLog()
     log._buckets = Buckets()
     for second in range(200):
-        log.record(second, failed=False)
+        log.record(second, KEY, failed=False)
     Buckets.scans = 0
     for _ in range(50):  # a busy second: each ack of it must stay O(1)
-        log.record(200.5, failed=False)
+        log.record(200.5, KEY, failed=False)
     assert Buckets.scans <= 1
     assert log.counts(200.5, 100) == (150, 0)
 
@@ -255,7 +257,7 @@ def test_the_real_retention_keeps_a_day_of_buckets() -> None:
     log = OutcomeLog()
     day = int(RETENTION_S)
     for second in range(day + 3):  # each second past a day scans the day's buckets once
-        log.record(second, failed=False)
+        log.record(second, KEY, failed=False)
     assert log.counts(day + 2, RETENTION_S) == (day + 1, 0)
     rows = log.rows()
     assert len(rows) == day + 1

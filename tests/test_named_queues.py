@@ -434,9 +434,12 @@ def test_the_census_counts_each_queue_by_state_beside_each_type(queue: Queue) ->
         ("send_receipt", 3),
     ]
     assert snapshot(queue, where="here").to_json()["by_queue"] == [
-        {"queue": "default", "waiting": 2, "scheduled": 0, "leased": 0, "dead": 0, "cancelled": 0},
-        {"queue": "emails", "waiting": 1, "scheduled": 0, "leased": 1, "dead": 0, "cancelled": 0},
-        {"queue": "reports", "waiting": 1, "scheduled": 0, "leased": 0, "dead": 1, "cancelled": 0},
+        {"queue": "default", "waiting": 2, "scheduled": 0, "leased": 0, "dead": 0, "cancelled": 0}
+        | {"done": 0, "failed": 0},
+        {"queue": "emails", "waiting": 1, "scheduled": 0, "leased": 1, "dead": 0, "cancelled": 0}
+        | {"done": 0, "failed": 0},
+        {"queue": "reports", "waiting": 1, "scheduled": 0, "leased": 0, "dead": 1, "cancelled": 0}
+        | {"done": 0, "failed": 1},  # r1's failure
     ]
     assert per_queue(census) == [
         "queue default: 2 waiting, 0 scheduled, 0 leased, 0 dead, 0 cancelled",

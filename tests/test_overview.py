@@ -108,6 +108,8 @@ def test_snapshot_lists_running_jobs_dead_letters_and_bins_the_outcomes(queue: Q
         "leased": 1,
         "dead": 1,
         "cancelled": 0,
+        "done": 1,
+        "failed": 2,
     }
     assert data["dead_letters"][0]["last_error"] == "ValueError: no such order"
 

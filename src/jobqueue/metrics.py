@@ -23,8 +23,10 @@ run (about ``1 + prefetch / concurrency`` times the slowest normal run), and the
 read with the prefetch in mind: a runner's claimed-ahead jobs can be late unseen.
 
 Both queues report these with ``queue.metrics(window_s)``; the failure rate counts the
-acks and fails each queue records in one-second buckets (:class:`OutcomeLog`; the database
-queues write theirs to a table once a second through :class:`PendingOutcomes`).
+acks and fails each queue records in one-second buckets, per job type and named queue
+(:class:`OutcomeLog`; the database queues write theirs to a table once a second through
+:class:`PendingOutcomes`). The dashboard shows the counts per type and per queue; the
+metrics add them up.
 
 Introduced in lesson 11.
 """
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,20 +181,30 @@ def bucket(at: float) -> int:
     return math.floor(at)
 
 
-class OutcomeLog:
-    """Counts of acked and failed attempts per one-second bucket, for the last day.
+OutcomeKey = tuple[str, str]
+"""``(job type, queue name)``: what an outcome is counted under, besides its second.
 
-    Used by :class:`~jobqueue.backends.memory.JobQueue`; the durable queue keeps the same buckets in
-    a table. Memory is bounded: one entry per second that saw an outcome, for at most
-    :data:`RETENTION_S` seconds.
+Outcomes stored before they were counted by type and queue (a database migrated from an
+older version) are under :data:`UNKNOWN`."""
+
+UNKNOWN: OutcomeKey = ("", "")
+"""The key of outcomes counted before they were counted by type and queue: in the totals only."""
+
+
+class OutcomeLog:
+    """Counts of acked and failed attempts per one-second bucket and per job type and queue, for the last day.
+
+    Used by :class:`~jobqueue.backends.memory.JobQueue`; the durable queues keep the same buckets in
+    a table. Memory is bounded: one entry per second and :data:`OutcomeKey` that saw an
+    outcome, for at most :data:`RETENTION_S` seconds.
     """
 
     def __init__(self) -> None:
-        self._buckets: dict[int, list[int]] = {}
+        self._buckets: dict[int, dict[OutcomeKey, list[int]]] = {}
 
-    def record(self, at: float, *, failed: bool, count: int = 1) -> None:
-        """Count ``count`` outcomes at ``at`` seconds, and forget buckets older than a day."""
-        counts = self._buckets.setdefault(bucket(at), [0, 0])
+    def record(self, at: float, key: OutcomeKey, *, failed: bool, count: int = 1) -> None:
+        """Count ``count`` outcomes of ``key`` at ``at`` seconds, and forget buckets older than a day."""
+        counts = self._buckets.setdefault(bucket(at), {}).setdefault(key, [0, 0])
         counts[1 if failed else 0] += count
         # A window of RETENTION_S needs RETENTION_S + 1 buckets; trimming only beyond that
         # scans the buckets once per new second, not on every record.
@@ -201,21 +213,48 @@ class OutcomeLog:
             for old in [second for second in self._buckets if second < horizon]:
                 del self._buckets[old]
 
-    def rows(self) -> list[tuple[int, int, int]]:
-        """Every bucket as ``(second, done, failed)``, oldest first."""
-        return [(second, done, failed) for second, (done, failed) in sorted(self._buckets.items())]
+    def rows(self) -> list[tuple[int, str, str, int, int]]:
+        """Every count as ``(second, job type, queue, done, failed)``, in that order."""
+        return sorted(
+            (second, *key, done, failed)
+            for second, keys in self._buckets.items()
+            for key, (done, failed) in keys.items()
+        )
+
+    def totals(self, since: int) -> list[tuple[int, int, int]]:
+        """``(second, done, failed)`` of all types and queues together, from the second ``since`` on."""
+        return [
+            (second, sum(ok for ok, _ in keys.values()), sum(bad for _, bad in keys.values()))
+            for second, keys in sorted(self._buckets.items())
+            if second >= since
+        ]
+
+    def by_key(self, since: int, until: int) -> list[tuple[str, str, int, int]]:
+        """``(job type, queue, done, failed)`` added up over the seconds ``since`` to ``until`` (both in).
+
+        One entry per key with an outcome then, sorted by type and queue.
+        """
+        added: dict[OutcomeKey, list[int]] = {}
+        for second, keys in self._buckets.items():
+            if since <= second <= until:
+                for key, (ok, bad) in keys.items():
+                    counts = added.setdefault(key, [0, 0])
+                    counts[0] += ok
+                    counts[1] += bad
+        return [(*key, ok, bad) for key, (ok, bad) in sorted(added.items())]
 
     def clear(self) -> None:
         """Forget every count (once they are stored elsewhere)."""
         self._buckets.clear()
 
     def counts(self, now: float, window_s: float) -> tuple[int, int]:
-        """``(done, failed)`` in the buckets from ``now - window_s`` to ``now``."""
+        """``(done, failed)`` of every type and queue in the buckets from ``now - window_s`` to ``now``."""
         start = bucket(now - window_s)
         done = failed = 0
-        for second, (ok, bad) in self._buckets.items():
+        for second, keys in self._buckets.items():
             if start <= second <= now:
-                done, failed = done + ok, failed + bad
+                for ok, bad in keys.values():
+                    done, failed = done + ok, failed + bad
         return done, failed
 
 
@@ -231,8 +270,10 @@ class PendingOutcomes:
     object holds no reference back to the queue: a queue nobody refers to any more is freed
     at once (and a DuckDB queue's file released), not at the next garbage collection.
     ``store(columns, before)`` adds the counts to the table in one transaction: ``columns``
-    maps ``"seconds"``, ``"done"`` and ``"failed"`` to lists with one entry per one-second
-    bucket; rows older than the second ``before`` may go.
+    maps ``"seconds"``, ``"types"``, ``"queues"``, ``"done"`` and ``"failed"`` to lists with
+    one entry per one-second bucket and :data:`OutcomeKey`, sorted (so that two processes
+    adding to the same rows lock them in the same order); rows older than the second
+    ``before`` may go.
     """
 
     def __init__(self, lock: threading.RLock) -> None:
@@ -240,11 +281,16 @@ class PendingOutcomes:
         self._log = OutcomeLog()
         self._written_at: int | None = None
 
-    def record(self, now: float, *, done: int, failed: int, store: StoreOutcomes) -> None:
-        """Count ``done`` acks and ``failed`` failures at ``now`` (seconds); write once a second."""
+    def record(
+        self, now: float, counts: Mapping[OutcomeKey, int], *, failed: bool, store: StoreOutcomes
+    ) -> None:
+        """Count the outcomes ``counts`` (how many per key) at ``now`` (seconds); write once a second.
+
+        ``failed``: they are failures, else acks. A batch is counted once per key, not per job.
+        """
         with self._lock:
-            self._log.record(now, failed=False, count=done)
-            self._log.record(now, failed=True, count=failed)
+            for key, count in counts.items():
+                self._log.record(now, key, failed=failed, count=count)
             if bucket(now) != self._written_at:
                 self.write(now, store)
 
@@ -253,19 +299,16 @@ class PendingOutcomes:
         with self._lock:
             rows = self._log.rows()
             if rows:
+                seconds, types, queues, done, failed = (list(column) for column in zip(*rows, strict=True))
                 store(
-                    {
-                        "seconds": [second for second, _, _ in rows],
-                        "done": [done for _, done, _ in rows],
-                        "failed": [failed for _, _, failed in rows],
-                    },
+                    {"seconds": seconds, "types": types, "queues": queues, "done": done, "failed": failed},
                     bucket(now - RETENTION_S),
                 )
                 self._log.clear()
             self._written_at = bucket(now)
 
 
-StoreOutcomes = Callable[[dict[str, list[int]], int], None]
+StoreOutcomes = Callable[[dict[str, list[Any]], int], None]
 """``store(columns, before)``: how a database queue writes :class:`PendingOutcomes`."""
 
 

@@ -1,12 +1,13 @@
 """One picture of a running queue, for the dashboard and the notebook widget alike.
 
 :func:`snapshot` asks a queue for what an operator looks at first: the jobs by type and
-state (:class:`~jobqueue.census.Census`), throughput and failure rate over the last
-minutes, the running jobs with their lease ends, the latest dead letters with their
-last error, and on PostgreSQL what holds back cleanup of the queue's table
-(:class:`~jobqueue.cleanup.CleanupReport`). The web page (``jobqueue dashboard``,
-:mod:`jobqueue.dashboard`) and the notebook view (:mod:`jobqueue.teaching.dashboard_view`)
-both show a :class:`Snapshot`, so they never disagree; :meth:`Snapshot.to_json` is what the page polls.
+state (:class:`~jobqueue.census.Census`) with the attempts done and failed by type and by
+queue (:class:`Row`), throughput and failure rate over the last minutes, the running jobs
+with their lease ends, the latest dead letters with their last error, and on PostgreSQL
+what holds back cleanup of the queue's table (:class:`~jobqueue.cleanup.CleanupReport`).
+The web page (``jobqueue dashboard``, :mod:`jobqueue.dashboard`) and the notebook view
+(:mod:`jobqueue.teaching.dashboard_view`) both show a :class:`Snapshot`, so they never
+disagree; :meth:`Snapshot.to_json` is what the page polls.
 
 Every read goes through :class:`~jobqueue.backends.contract.ShowsOverview`, which the three
 backends implement without reading every job where an index can spare it.
@@ -16,16 +17,17 @@ Introduced with the dashboard.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jobqueue.backends.contract import Queue, ReportsCleanup, ShowsOverview
-from jobqueue.census import EXACT_UP_TO, STATES, Census
+from jobqueue.census import EXACT_UP_TO, STATES, Census, State, StateCounts
 from jobqueue.cleanup import CleanupReport
 from jobqueue.errors import InvalidSettingError
 from jobqueue.job import DeadLetter, Job, check_count, check_positive_seconds
-from jobqueue.metrics import bucket
+from jobqueue.metrics import UNKNOWN, bucket
 
 CHART_S = 600.0
 """How far back the throughput chart goes, in seconds (10 minutes)."""
@@ -66,6 +68,29 @@ class Rate:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Row:
+    """One row of the dashboard's table by job type, or by named queue.
+
+    Attributes:
+        name: the job type, or the queue's name.
+        counts: its jobs in each state now (every count 0 once all its jobs are gone).
+        done: its attempts acked within the chart's span, as :attr:`Snapshot.done` counts them.
+        failed: its attempts failed within the chart's span (retried or dead-lettered).
+
+    Introduced with the counts by type and queue (issue 24).
+    """
+
+    name: str
+    counts: StateCounts
+    done: int
+    failed: int
+
+    def count(self, state: State) -> int:
+        """Its jobs in ``state`` now."""
+        return self.counts.count(state)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Snapshot:
     """What a dashboard shows of one queue at time ``at`` (seconds on the queue's clock).
 
@@ -78,6 +103,9 @@ class Snapshot:
         dead_letters: up to :data:`SHOWN` dead letters, the latest death first.
         cleanup: what holds back cleanup of the queue's table, for a queue that can tell
             (:class:`~jobqueue.backends.contract.ReportsCleanup`: PostgreSQL); else ``None``.
+        outcomes: ``(job type, queue, done, failed)`` within the chart's span, one entry
+            per type and queue with an outcome, sorted; outcomes stored before they were
+            counted by type and queue are in :attr:`done` and :attr:`failed` only.
     """
 
     at: float
@@ -87,6 +115,22 @@ class Snapshot:
     running: tuple[Job, ...]
     dead_letters: tuple[DeadLetter, ...]
     cleanup: CleanupReport | None = None
+    outcomes: tuple[tuple[str, str, int, int], ...] = ()
+
+    @property
+    def span_s(self) -> float:
+        """How far back the chart, and the done and failed counts, go: seconds."""
+        return self.rates[-1].start + self.rates[-1].width_s - self.rates[0].start if self.rates else 0.0
+
+    def by_type(self) -> tuple[Row, ...]:
+        """A row per job type with a job now or an outcome within the chart's span, sorted by type."""
+        counts = {counts.job_type: counts for counts in self.census.by_type}
+        return _rows(counts, ((kind, done, failed) for kind, _, done, failed in self.outcomes))
+
+    def by_queue(self) -> tuple[Row, ...]:
+        """A row per named queue with a job now or an outcome within the chart's span, sorted by name."""
+        counts = {counts.queue: counts for counts in self.census.by_queue}
+        return _rows(counts, ((queue, done, failed) for _, queue, done, failed in self.outcomes))
 
     @property
     def done(self) -> int:
@@ -110,9 +154,8 @@ class Snapshot:
         counts = ", ".join(
             f"{'~' if state in census.estimated else ''}{census.total(state)} {state}" for state in STATES
         )
-        span = self.rates[-1].start + self.rates[-1].width_s - self.rates[0].start if self.rates else 0.0
         return (
-            f"{counts}; {self.done} done and {self.failure_rate:.0%} failed in the last {span:g} s;"
+            f"{counts}; {self.done} done and {self.failure_rate:.0%} failed in the last {self.span_s:g} s;"
             f" oldest waiting {census.oldest_waiting_age_s:.1f} s{_since_enqueue(census)}"
         )
 
@@ -138,14 +181,8 @@ class Snapshot:
             "states": list(STATES),
             "estimated": sorted(census.estimated),
             "totals": {state: census.total(state) for state in STATES},
-            "by_type": [
-                {"job_type": counts.job_type} | {state: counts.count(state) for state in STATES}
-                for counts in census.by_type
-            ],
-            "by_queue": [
-                {"queue": counts.queue} | {state: counts.count(state) for state in STATES}
-                for counts in census.by_queue
-            ],
+            "by_type": [{"job_type": row.name} | _row_json(row) for row in self.by_type()],
+            "by_queue": [{"queue": row.name} | _row_json(row) for row in self.by_queue()],
             "oldest_waiting_age_s": census.oldest_waiting_age_s,
             "oldest_enqueued_age_s": census.oldest_enqueued_age_s,
             "done": self.done,
@@ -216,7 +253,8 @@ def snapshot(
     if not isinstance(queue, ShowsOverview):
         raise InvalidSettingError(
             f"a {type(queue).__name__} cannot show an overview: it lacks census, leased_jobs,"
-            " newest_dead_letters and outcome_counts (jobqueue.backends.contract.ShowsOverview)"
+            " newest_dead_letters, outcome_counts and outcomes_by_key"
+            " (jobqueue.backends.contract.ShowsOverview)"
         )
     check_positive_seconds("chart_s", chart_s)
     check_positive_seconds("bin_s", bin_s)
@@ -228,6 +266,8 @@ def snapshot(
     bins = int(chart_s // bin_s)
     first = bucket(now) + 1 - bins * bin_s  # the bins end with the current second
     rates = bin_outcomes(queue.outcome_counts(bucket(first)), start=first, bin_s=bin_s, bins=bins)
+    # the seconds the bins hold: from the first whole second in the first bin to the current one
+    outcomes = queue.outcomes_by_key(math.ceil(first), bucket(now))
     return Snapshot(
         at=now,
         where=where,
@@ -236,6 +276,7 @@ def snapshot(
         running=tuple(queue.leased_jobs(shown)),
         dead_letters=tuple(queue.newest_dead_letters(shown)),
         cleanup=queue.cleanup_held_back() if isinstance(queue, ReportsCleanup) else None,
+        outcomes=tuple(row for row in outcomes if row[:2] != UNKNOWN),
     )
 
 
@@ -257,6 +298,24 @@ def bin_outcomes(
     return tuple(
         Rate(start=start + i * bin_s, width_s=bin_s, done=done[i], failed=failed[i]) for i in range(bins)
     )
+
+
+def _rows(counts: Mapping[str, StateCounts], outcomes: Iterable[tuple[str, int, int]]) -> tuple[Row, ...]:
+    """A :class:`Row` per name of ``counts`` or of the ``(name, done, failed)`` outcomes, sorted by name."""
+    added: dict[str, tuple[int, int]] = {}
+    for name, done, failed in outcomes:
+        before = added.get(name, (0, 0))
+        added[name] = (before[0] + done, before[1] + failed)
+    return tuple(
+        Row(name=name, counts=counts.get(name, StateCounts()), done=done, failed=failed)
+        for name in sorted(counts.keys() | added.keys())
+        for done, failed in [added.get(name, (0, 0))]
+    )
+
+
+def _row_json(row: Row) -> dict[str, int]:
+    """A table row's counts by state, and its done and failed, as the page reads them."""
+    return {state: row.count(state) for state in STATES} | {"done": row.done, "failed": row.failed}
 
 
 def _since_enqueue(census: Census) -> str:

@@ -466,6 +466,13 @@ class ShowsOverview(Protocol):
     def outcome_counts(self, since: int) -> list[tuple[int, int, int]]:
         """``(second, done, failed)`` per one-second bucket from the second ``since`` on, oldest first."""
 
+    def outcomes_by_key(self, since: int, until: int) -> list[tuple[str, str, int, int]]:
+        """``(job type, queue, done, failed)`` over the seconds ``since`` to ``until`` (both in), sorted.
+
+        Outcomes stored before they were counted by type and queue come under type and
+        queue ``""`` (:data:`jobqueue.metrics.UNKNOWN`).
+        """
+
 
 @runtime_checkable
 class KeepsFinished(Protocol):

@@ -133,8 +133,8 @@ SCHEMA_VERSION = sql.latest_version(SQL)
 1: lesson 11's tables. 2: when a lease was claimed. 3: priorities and deadlines (lesson
 13). 4: priorities NOT NULL. 5: fencing tokens (lesson 06). 6: the enqueue time (lesson
 13's age since enqueue). 7: snoozes. 8: cancelled while leased. 9: unique windows. 10:
-named queues. Older files are migrated when a queue opens them (``migration_N`` of
-``duckdb.sql``).
+named queues. 11: outcomes by job type and queue. Older files are migrated when a queue
+opens them (``migration_N`` of ``duckdb.sql``).
 """
 
 _DUCKDB_MAGIC = b"DUCK"

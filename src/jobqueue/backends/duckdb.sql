@@ -174,6 +174,24 @@ ALTER TABLE jobqueue_dead ALTER COLUMN queue SET NOT NULL;
 ALTER TABLE jobqueue_finished ALTER COLUMN queue SET NOT NULL;
 UPDATE jobqueue_schema SET version = 10;
 
+-- name: migration_11
+-- Done and failed per job type and named queue (issue 24): jobqueue_outcomes counts each
+-- second's outcomes per (type, queue). DuckDB cannot change a primary key, so the table is
+-- made again (in the opening's transaction: all or nothing), its rows kept under type ''
+-- and queue '' (not known then): they count in the totals and in no type's or queue's row.
+CREATE TABLE jobqueue_outcomes_by_key (
+    second BIGINT NOT NULL,
+    type VARCHAR NOT NULL,
+    queue VARCHAR NOT NULL,
+    done BIGINT NOT NULL,
+    failed BIGINT NOT NULL,
+    PRIMARY KEY (second, type, queue)
+);
+INSERT INTO jobqueue_outcomes_by_key SELECT second, '', '', done, failed FROM jobqueue_outcomes;
+DROP TABLE jobqueue_outcomes;
+ALTER TABLE jobqueue_outcomes_by_key RENAME TO jobqueue_outcomes;
+UPDATE jobqueue_schema SET version = 11;
+
 -- name: highest_given_id
 SELECT max(CAST(id[5:] AS BIGINT)) FROM (SELECT id FROM jobqueue_jobs UNION ALL SELECT id FROM jobqueue_dead)
 WHERE regexp_full_match(id, 'job-[1-9][0-9]{0,17}');
@@ -418,8 +436,9 @@ SELECT count(*) FILTER (WHERE visible_at <= $now),
 FROM jobqueue_jobs;
 
 -- name: count_outcomes
-INSERT INTO jobqueue_outcomes SELECT unnest($seconds), unnest($done), unnest($failed)
-ON CONFLICT (second) DO UPDATE SET done = jobqueue_outcomes.done + excluded.done,
+INSERT INTO jobqueue_outcomes (second, type, queue, done, failed)
+SELECT unnest($seconds), unnest($types), unnest($queues), unnest($done), unnest($failed)
+ON CONFLICT (second, type, queue) DO UPDATE SET done = jobqueue_outcomes.done + excluded.done,
 failed = jobqueue_outcomes.failed + excluded.failed;
 
 -- name: forget_outcomes
@@ -450,4 +469,9 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE leased_until > $now ORDER BY lease
 SELECT {dead_columns} FROM jobqueue_dead ORDER BY died_at DESC, id DESC LIMIT $limit;
 
 -- name: outcome_counts
-SELECT second, done, failed FROM jobqueue_outcomes WHERE second >= $since ORDER BY second;
+SELECT second, sum(done), sum(failed) FROM jobqueue_outcomes WHERE second >= $since
+GROUP BY second ORDER BY second;
+
+-- name: outcomes_by_key
+SELECT type, queue, sum(done), sum(failed) FROM jobqueue_outcomes
+WHERE second BETWEEN $since AND $until GROUP BY type, queue ORDER BY type, queue;

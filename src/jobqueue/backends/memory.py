@@ -344,7 +344,7 @@ class JobQueue:
             self._finish(job, "cancelled", now)
         else:
             self._finish(job, "done", now)
-            self._outcomes.record(now, failed=False)
+            self._outcomes.record(now, (job.type, job.queue), failed=False)
         if (self._finished or self._dead) and rules.prune_due(now, self._pruned_at):
             self._pruned_at = now
             self._prune(now)
@@ -442,7 +442,7 @@ class JobQueue:
         else:
             del self._tokens[job.id]
             self._store(replace(stored, run_at=failed.run_at))
-        self._outcomes.record(now, failed=True)
+        self._outcomes.record(now, (job.type, job.queue), failed=True)
         return failed
 
     def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
@@ -896,4 +896,8 @@ class JobQueue:
 
     def outcome_counts(self, since: int) -> list[tuple[int, int, int]]:
         """``(second, done, failed)`` per one-second bucket from the second ``since`` on, oldest first."""
-        return [row for row in self._outcomes.rows() if row[0] >= since]
+        return self._outcomes.totals(since)
+
+    def outcomes_by_key(self, since: int, until: int) -> list[tuple[str, str, int, int]]:
+        """``(job type, queue, done, failed)`` over the seconds ``since`` to ``until`` (both in), sorted."""
+        return self._outcomes.by_key(since, until)

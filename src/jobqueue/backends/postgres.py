@@ -172,8 +172,8 @@ SCHEMA_VERSION = sql.latest_version(SQL)
 
 2: lesson 12's tables. 3: priorities and deadlines (lesson 13). 4: fencing tokens (lesson
 06). 5: the enqueue time (lesson 13's age since enqueue). 6: snoozes. 7: cancelled while
-leased. 8: unique windows. 9: named queues. Older tables are migrated when a
-queue opens them (``migration_N`` blocks of ``postgres.sql``).
+leased. 8: unique windows. 9: named queues. 10: outcomes by job type and queue. Older
+tables are migrated when a queue opens them (``migration_N`` blocks of ``postgres.sql``).
 """
 
 

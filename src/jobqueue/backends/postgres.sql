@@ -155,6 +155,20 @@ CREATE INDEX jobqueue_jobs_queue_claim ON jobqueue_jobs (queue, priority DESC, v
     WHERE died_at IS NULL AND queue <> 'default';
 UPDATE jobqueue_schema SET version = 9;
 
+-- name: migration_10
+-- Done and failed per job type and named queue (issue 24): jobqueue_outcomes counts each
+-- second's outcomes per (type, queue), the key every process adds to. The rows from before
+-- keep their counts under type '' and queue '' (not known then): they count in the totals
+-- and in no type's or queue's row. A small table (a row per second and key, a day at
+-- most), changed under its lock in one transaction. A worker of version 9 writes its
+-- counts ON CONFLICT (second), which the new key refuses: stop them before migrating.
+ALTER TABLE jobqueue_outcomes
+    ADD COLUMN IF NOT EXISTS type text NOT NULL DEFAULT '',
+    ADD COLUMN IF NOT EXISTS queue text NOT NULL DEFAULT '';
+ALTER TABLE jobqueue_outcomes DROP CONSTRAINT IF EXISTS jobqueue_outcomes_pkey;
+ALTER TABLE jobqueue_outcomes ADD CONSTRAINT jobqueue_outcomes_pkey PRIMARY KEY (second, type, queue);
+UPDATE jobqueue_schema SET version = 10;
+
 -- name: fencing_floor
 -- Run on each new connection before its first claim, in a transaction of its own: moves
 -- jobqueue_fencing 2^24 (16,777,216) numbers on, and waits for the disk. A claim commits
@@ -630,9 +644,11 @@ SELECT count(*) FILTER (WHERE died_at IS NULL AND visible_at <= %(now)s),
 FROM jobqueue_jobs;
 
 -- name: count_outcomes
-INSERT INTO jobqueue_outcomes (second, done, failed)
-SELECT * FROM unnest(%(seconds)s::bigint[], %(done)s::bigint[], %(failed)s::bigint[])
-ON CONFLICT (second) DO UPDATE
+-- The rows come sorted by key, so two processes adding to the same rows lock them in the same order.
+INSERT INTO jobqueue_outcomes (second, type, queue, done, failed)
+SELECT * FROM unnest(%(seconds)s::bigint[], %(types)b::text[], %(queues)b::text[], %(done)s::bigint[],
+                     %(failed)s::bigint[])
+ON CONFLICT (second, type, queue) DO UPDATE
 SET done = jobqueue_outcomes.done + excluded.done, failed = jobqueue_outcomes.failed + excluded.failed;
 
 -- name: forget_outcomes
@@ -710,7 +726,12 @@ SELECT {dead_columns} FROM jobqueue_jobs WHERE died_at IS NOT NULL ORDER BY died
 LIMIT %(limit)s;
 
 -- name: outcome_counts
-SELECT second, done, failed FROM jobqueue_outcomes WHERE second >= %(since)s ORDER BY second;
+SELECT second, sum(done), sum(failed) FROM jobqueue_outcomes WHERE second >= %(since)s
+GROUP BY second ORDER BY second;
+
+-- name: outcomes_by_key
+SELECT type, queue, sum(done), sum(failed) FROM jobqueue_outcomes
+WHERE second BETWEEN %(since)s AND %(until)s GROUP BY type, queue ORDER BY type, queue;
 
 -- name: cleanup_held_back
 -- What holds back vacuum on the queue's table (jobqueue.cleanup): the table's dead and live

@@ -17,6 +17,7 @@ from __future__ import annotations
 import random as _random
 import threading
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
@@ -195,7 +196,9 @@ class SqlQueue(ABC):
         with self._transaction() if self._ack_writes_twice([lease]) else self._connection() as con:
             acked = self._finish(con, [lease], now)  # committed on its own (kept and deleted at once)
         if acked:
-            self._outcomes.record(now, done=1, failed=0, store=self._store_outcomes)
+            self._outcomes.record(
+                now, {(lease.job.type, lease.job.queue): 1}, failed=False, store=self._store_outcomes
+            )
             return
         with self._transaction() as con:
             if not (self._may_be_cancelled([lease]) and self._cancelled_finished(con, [lease], now, None)):
@@ -310,7 +313,10 @@ class SqlQueue(ABC):
         cancelled (not counted as done), and the others are stale.
         """
         now = self.clock.now()
-        self._outcomes.record(now, done=len(acked), failed=0, store=self._store_outcomes)
+        # by token first: a lease passed twice is acked (and counted) once
+        keys = {lease.token: (lease.job.type, lease.job.queue) for lease in leases if lease.token in acked}
+        done = Counter(keys.values())
+        self._outcomes.record(now, done, failed=False, store=self._store_outcomes)
         stale = not_acked(leases, acked)
         if stale and self._may_be_cancelled(stale):
             with self._transaction() as con:
@@ -337,7 +343,9 @@ class SqlQueue(ABC):
                 return failed  # not counted as a failure
             self._store_failure(con, lease, failed, now)
         # Counted once committed: a rollback counts nothing.
-        self._outcomes.record(self.clock.now(), done=0, failed=1, store=self._store_outcomes)
+        self._outcomes.record(
+            self.clock.now(), {(lease.job.type, lease.job.queue): 1}, failed=True, store=self._store_outcomes
+        )
         return failed
 
     def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:
@@ -545,6 +553,16 @@ class SqlQueue(ABC):
             rows = con.execute(self.sql["outcome_counts"], {"since": since}).fetchall()
         return [(int(second), int(done), int(failed)) for second, done, failed in rows]
 
+    def outcomes_by_key(self, since: int, until: int) -> list[tuple[str, str, int, int]]:
+        """``(job type, queue, done, failed)`` over the seconds ``since`` to ``until`` (both in), sorted.
+
+        Every process's counts, as :meth:`outcome_counts` reads them.
+        """
+        self._outcomes.write(self.clock.now(), self._store_outcomes)
+        with self._connection() as con:
+            rows = con.execute(self.sql["outcomes_by_key"], {"since": since, "until": until}).fetchall()
+        return [(kind, queue, int(done), int(failed)) for kind, queue, done, failed in rows]
+
     # -- internals ---------------------------------------------------------------------
 
     def _held_by(self, lease: Lease) -> dict[str, Any]:
@@ -604,7 +622,7 @@ class SqlQueue(ABC):
                 self._bury_corrupt(con, salvage(values, exc), now)  # rare: one statement each is fine
         return jobs
 
-    def _store_outcomes(self, columns: dict[str, list[int]], before: int) -> None:
+    def _store_outcomes(self, columns: dict[str, list[Any]], before: int) -> None:
         """Add counted outcomes to ``jobqueue_outcomes``; forget seconds before ``before``."""
         with self._transaction() as con:
             con.execute(self.sql["count_outcomes"], columns)

@@ -3,7 +3,8 @@
 :func:`dashboard_figure` draws a snapshot with matplotlib (the jobs of each type by state,
 and throughput with the failure rate over the chart's span); :class:`DashboardView` is a
 widget a lesson shows as a cell's last expression: that picture, a one-line summary (its
-plain-text form, which nbval compares) and the running jobs and dead letters as tables
+plain-text form, which nbval compares), the jobs by queue and by type (each state, and
+done and failed over the chart's span) and the running jobs and dead letters as tables
 (on PostgreSQL below a line on what holds back cleanup of the queue's table), redrawn by
 its Refresh button or :meth:`DashboardView.update`. On a
 :class:`~jobqueue.clock.ManualClock` every figure it shows is deterministic (but for the
@@ -24,7 +25,7 @@ from matplotlib.figure import Figure
 
 from jobqueue.backends.contract import Queue
 from jobqueue.census import STATES
-from jobqueue.overview import Snapshot, snapshot
+from jobqueue.overview import Row, Snapshot, snapshot
 from jobqueue.teaching.widgets import SummaryAndPicture
 
 COLOURS = {
@@ -89,19 +90,13 @@ def dashboard_figure(taken: Snapshot) -> Figure:
 
 
 def tables_html(taken: Snapshot) -> str:
-    """The jobs by queue, the running jobs and the dead letters of ``taken`` as HTML tables (text escaped).
+    """The jobs by queue and by type, the running jobs and the dead letters of ``taken`` as HTML tables.
 
-    On PostgreSQL a line on what holds back cleanup (:meth:`Snapshot.cleanup_line`) comes
+    Text is escaped. The tables by queue and by type count the jobs in each state, then
+    the attempts done and failed over the chart's span (as the summary's done). On
+    PostgreSQL a line on what holds back cleanup (:meth:`Snapshot.cleanup_line`) comes
     first, in red when it warns.
     """
-    census = taken.census
-    by_queue = [
-        (
-            counts.queue,
-            *(f"{'~' if state in census.estimated else ''}{counts.count(state)}" for state in STATES),
-        )
-        for counts in census.by_queue
-    ]
     running = [
         (
             job.id,
@@ -125,10 +120,26 @@ def tables_html(taken: Snapshot) -> str:
     head = "" if cleanup is None else f"<p style='color:{colour}'>{html.escape(cleanup)}</p>"
     return (
         head
-        + _table("jobs by queue", ("queue", *STATES), by_queue)
+        + _counts_table("jobs by queue", "queue", taken.by_queue(), taken)
+        + _counts_table("jobs by type", "type", taken.by_type(), taken)
         + _table("running", ("job", "type", "attempt", "lease ends"), running)
         + _table("dead letters", ("job", "type", "died", "last error"), dead)
     )
+
+
+def _counts_table(title: str, label: str, rows: Sequence[Row], taken: Snapshot) -> str:
+    """A table of ``rows``: each one's jobs by state (``~`` where estimated), done and failed."""
+    span = f"{taken.span_s:g} s"
+    cells = [
+        (
+            row.name,
+            *(f"{'~' if state in taken.census.estimated else ''}{row.count(state)}" for state in STATES),
+            f"{row.done}",
+            f"{row.failed}",
+        )
+        for row in rows
+    ]
+    return _table(title, (label, *STATES, f"done, {span}", f"failed, {span}"), cells)
 
 
 def _table(title: str, heads: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

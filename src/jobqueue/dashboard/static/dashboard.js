@@ -7,6 +7,7 @@ const TOKEN = document.querySelector('meta[name="jobqueue-csrf-token"]').content
 const READ_ONLY = document.querySelector('meta[name="jobqueue-read-only"]').content === "true";
 const REFRESH_MS = 2000;
 const LABELS = { waiting: "waiting", scheduled: "scheduled", leased: "leased", dead: "dead", cancelled: "cancelled" };
+const OUTCOMES = ["done", "failed"];
 
 let chart = null;
 
@@ -52,12 +53,14 @@ function drawCensus(snap) {
   drawCounts(snap, "by-queue", snap.by_queue, "queue", "queue", "data-queue");
 }
 
-// One table of counts by state: a row per job type (or per named queue), keyed by `key`.
+// One table of counts by state, then the attempts done and failed over the chart's 10 minutes
+// (as the "done, 10 min" card): a row per job type (or per named queue), keyed by `key`.
 function drawCounts(snap, id, entries, label, key, attribute) {
   const table = document.getElementById(id);
   const estimated = new Set(snap.estimated);
   const head = el("tr");
   head.append(el("th", {}, label), ...snap.states.map((s) => el("th", { class: "num" }, LABELS[s])));
+  head.append(...OUTCOMES.map((outcome) => el("th", { class: "num" }, `${outcome}, 10 min`)));
   table.tHead.replaceChildren(head);
   const rows = entries.map((counts) => {
     const row = el("tr", { [attribute]: counts[key] });
@@ -65,9 +68,12 @@ function drawCounts(snap, id, entries, label, key, attribute) {
     for (const state of snap.states) {
       row.append(el("td", { class: "num", "data-state": state }, number(counts[state], estimated.has(state))));
     }
+    for (const outcome of OUTCOMES) {
+      row.append(el("td", { class: "num", "data-outcome": outcome }, number(counts[outcome], false)));
+    }
     return row;
   });
-  if (!rows.length) rows.push(emptyRow(snap.states.length + 1, "no jobs"));
+  if (!rows.length) rows.push(emptyRow(snap.states.length + OUTCOMES.length + 1, "no jobs"));
   table.tBodies[0].replaceChildren(...rows);
   document.getElementById("estimated-note").hidden = estimated.size === 0;
 }
