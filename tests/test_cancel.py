@@ -75,7 +75,7 @@ def make_queue(kind: str, request: pytest.FixtureRequest, tmp_path: Path, retain
     conninfo = request.getfixturevalue("shared_pg")
     queue = PostgresQueue(conninfo, clock=clock, random=lambda: 1.0, retain_s=retain_s)  # makes the tables
     with psycopg.connect(conninfo, autocommit=True) as con:
-        con.execute("TRUNCATE jobqueue_jobs, jobqueue_finished, jobqueue_outcomes")
+        con.execute("TRUNCATE jobqueue_jobs, jobqueue_finished, jobqueue_outcomes, jobqueue_outcomes_by_key")
     return queue
 
 

@@ -183,18 +183,30 @@ def test_two_postgres_queues_add_to_the_same_rows(pg_conninfo: str) -> None:
         one.metrics()  # each writes its pending counts
         other.metrics()
         with psycopg.connect(pg_conninfo) as con:
-            rows = con.execute("SELECT second, type, queue, done, failed FROM jobqueue_outcomes").fetchall()
+            rows = con.execute(
+                "SELECT second, type, queue, done, failed FROM jobqueue_outcomes_by_key"
+            ).fetchall()
         assert rows == [(int(T0), "send_receipt", "emails", 5, 0)]
         assert outcomes(snapshot(one, where="here").by_queue()) == [("emails", 5, 0)]
 
 
+OLD_COUNT_OUTCOMES = (  # the count_outcomes of version 9: every process adds to one row a second
+    "INSERT INTO jobqueue_outcomes SELECT * FROM unnest(%(seconds)s::bigint[], %(done)s::bigint[],"
+    " %(failed)s::bigint[]) ON CONFLICT (second) DO UPDATE SET done = jobqueue_outcomes.done"
+    " + excluded.done, failed = jobqueue_outcomes.failed + excluded.failed"
+)
+
+
 def test_the_postgres_migration_keeps_old_outcomes_in_the_totals(pg_conninfo: str) -> None:
+    """And an older worker still running during a rolling deploy goes on writing its counts."""
     with psycopg.connect(pg_conninfo, autocommit=True) as con:  # tables of version 9
         for number, step in sql.numbered_migrations(postgres.SQL, 0):
             if number <= 9:
                 con.execute(step.encode())
-        con.execute("INSERT INTO jobqueue_outcomes (second, done, failed) VALUES (1000, 5, 2)")
+        con.execute("INSERT INTO jobqueue_outcomes (second, done, failed) VALUES (1000, 4, 2)")
     assert postgres.migrate(pg_conninfo) == [10]
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:  # a worker of version 9, still running
+        con.execute(OLD_COUNT_OUTCOMES, {"seconds": [1000], "done": [1], "failed": [0]})
     with postgres.PostgresQueue(pg_conninfo, clock=ManualClock(T0 + 0.5)) as queue:
         queue.enqueue(SEND_RECEIPT, receipt(1))
         queue.ack_many(queue.claim_many(1))  # the same second as the old row, a row of its own

@@ -99,7 +99,7 @@ def test_postgres_queue_keeps_the_queue_contract(pg_conninfo: str) -> None:
             random=lambda: 1.0,
         )
         with psycopg.connect(pg_conninfo, autocommit=True) as con:
-            con.execute("TRUNCATE jobqueue_jobs, jobqueue_outcomes")
+            con.execute("TRUNCATE jobqueue_jobs, jobqueue_outcomes, jobqueue_outcomes_by_key")
         opened.append(queue)
         return queue
 

@@ -62,8 +62,6 @@ def test_the_plan_builds_and_drops_indexes_concurrently_each_alone() -> None:
         (9, None),
         (10, None),
         (10, None),
-        (10, None),
-        (10, None),
     ]
     assert plan[1].sql == "DROP INDEX CONCURRENTLY IF EXISTS jobqueue_jobs_claim"
     assert plan[2].sql.startswith("CREATE INDEX CONCURRENTLY IF NOT EXISTS jobqueue_jobs_claim ON")

@@ -1258,6 +1258,7 @@ QUEUE_RELATIONS = frozenset(
         "jobqueue_schema",
         "jobqueue_jobs",
         "jobqueue_outcomes",
+        "jobqueue_outcomes_by_key",
         "jobqueue_finished",
         "jobqueue_held",
         "jobqueue_serial",

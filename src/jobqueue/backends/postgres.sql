@@ -156,17 +156,19 @@ CREATE INDEX jobqueue_jobs_queue_claim ON jobqueue_jobs (queue, priority DESC, v
 UPDATE jobqueue_schema SET version = 9;
 
 -- name: migration_10
--- Done and failed per job type and named queue (issue 24): jobqueue_outcomes counts each
--- second's outcomes per (type, queue), the key every process adds to. The rows from before
--- keep their counts under type '' and queue '' (not known then): they count in the totals
--- and in no type's or queue's row. A small table (a row per second and key, a day at
--- most), changed under its lock in one transaction. A worker of version 9 writes its
--- counts ON CONFLICT (second), which the new key refuses: stop them before migrating.
-ALTER TABLE jobqueue_outcomes
-    ADD COLUMN IF NOT EXISTS type text NOT NULL DEFAULT '',
-    ADD COLUMN IF NOT EXISTS queue text NOT NULL DEFAULT '';
-ALTER TABLE jobqueue_outcomes DROP CONSTRAINT IF EXISTS jobqueue_outcomes_pkey;
-ALTER TABLE jobqueue_outcomes ADD CONSTRAINT jobqueue_outcomes_pkey PRIMARY KEY (second, type, queue);
+-- Done and failed per job type and named queue (issue 24): each second's outcomes are
+-- counted per (type, queue) in a table of their own, the key every process adds to. It is
+-- added beside jobqueue_outcomes, not made from it, so that a worker of version 9 still
+-- running during a rolling deploy goes on writing its counts there (ON CONFLICT (second)):
+-- they count in the totals and in no type's or queue's row, as do the rows from before.
+CREATE TABLE IF NOT EXISTS jobqueue_outcomes_by_key (
+    second bigint NOT NULL,
+    type text NOT NULL,
+    queue text NOT NULL,
+    done bigint NOT NULL,
+    failed bigint NOT NULL,
+    PRIMARY KEY (second, type, queue)
+);
 UPDATE jobqueue_schema SET version = 10;
 
 -- name: fencing_floor
@@ -637,22 +639,28 @@ SELECT count(*) FILTER (WHERE died_at IS NULL AND visible_at <= %(now)s),
        coalesce(max(%(now)s - coalesce(enqueued_at, run_at))
                 FILTER (WHERE died_at IS NULL AND coalesce(leased_until <= %(now)s, true)), 0.0),
        count(*) FILTER (WHERE died_at IS NOT NULL),
-       (SELECT coalesce(sum(done), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s),
-       (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s),
+       (SELECT coalesce(sum(done), 0) FROM jobqueue_outcomes_by_key WHERE second BETWEEN %(since)s AND %(now)s)
+       + (SELECT coalesce(sum(done), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s),
+       (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes_by_key WHERE second BETWEEN %(since)s AND %(now)s)
+       + (SELECT coalesce(sum(failed), 0) FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(now)s),
        -- the cancelled jobs kept, through jobqueue_finished_cancelled
        (SELECT count(*) FROM jobqueue_finished WHERE outcome = 'cancelled')
 FROM jobqueue_jobs;
 
 -- name: count_outcomes
 -- The rows come sorted by key, so two processes adding to the same rows lock them in the same order.
-INSERT INTO jobqueue_outcomes (second, type, queue, done, failed)
+INSERT INTO jobqueue_outcomes_by_key (second, type, queue, done, failed)
 SELECT * FROM unnest(%(seconds)s::bigint[], %(types)b::text[], %(queues)b::text[], %(done)s::bigint[],
                      %(failed)s::bigint[])
 ON CONFLICT (second, type, queue) DO UPDATE
-SET done = jobqueue_outcomes.done + excluded.done, failed = jobqueue_outcomes.failed + excluded.failed;
+SET done = jobqueue_outcomes_by_key.done + excluded.done, failed = jobqueue_outcomes_by_key.failed + excluded.failed;
 
 -- name: forget_outcomes
-DELETE FROM jobqueue_outcomes WHERE second < %(before)s;
+-- jobqueue_outcomes: the counts of before migration 10, and of older workers still running.
+WITH older AS (
+    DELETE FROM jobqueue_outcomes WHERE second < %(before)s
+)
+DELETE FROM jobqueue_outcomes_by_key WHERE second < %(before)s;
 
 -- The dashboard's reads (jobqueue.backends.contract.ShowsOverview): a refresh every 2 s must
 -- not read every job. Counting 1,000,000 rows takes this server about 150 ms, so each state
@@ -726,12 +734,20 @@ SELECT {dead_columns} FROM jobqueue_jobs WHERE died_at IS NOT NULL ORDER BY died
 LIMIT %(limit)s;
 
 -- name: outcome_counts
-SELECT second, sum(done), sum(failed) FROM jobqueue_outcomes WHERE second >= %(since)s
+SELECT second, sum(done), sum(failed) FROM (
+    SELECT second, done, failed FROM jobqueue_outcomes_by_key WHERE second >= %(since)s
+    UNION ALL
+    SELECT second, done, failed FROM jobqueue_outcomes WHERE second >= %(since)s
+) AS counted
 GROUP BY second ORDER BY second;
 
 -- name: outcomes_by_key
-SELECT type, queue, sum(done), sum(failed) FROM jobqueue_outcomes
-WHERE second BETWEEN %(since)s AND %(until)s GROUP BY type, queue ORDER BY type, queue;
+SELECT type, queue, sum(done), sum(failed) FROM (
+    SELECT type, queue, done, failed FROM jobqueue_outcomes_by_key WHERE second BETWEEN %(since)s AND %(until)s
+    UNION ALL  -- counted before migration 10, or by an older worker: under no type or queue
+    SELECT '', '', done, failed FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(until)s
+) AS counted
+GROUP BY type, queue ORDER BY type, queue;
 
 -- name: cleanup_held_back
 -- What holds back vacuum on the queue's table (jobqueue.cleanup): the table's dead and live
