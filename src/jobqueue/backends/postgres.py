@@ -177,11 +177,11 @@ tables are migrated when a queue opens them (``migration_N`` blocks of ``postgre
 """
 
 
-CLAIMED = Columns("buried", "cancelled_ids", *JOB_FIELDS, "lease_token", "serial")
-"""A row of the claim: how many due jobs it dead-lettered, the ids of the due jobs it found
-cancelled while leased (``NULL`` if none: ``drop_cancelled`` finishes them), then a job it
-leased (all NULL when it leased none), its lease token and its new serial, which claims give
-in claim order."""
+CLAIMED = Columns("ended_ids", "cancelled_ids", *JOB_FIELDS, "lease_token", "serial")
+"""A row of the claim: the ids of the due jobs it found spent or expired (``NULL`` if none:
+``bury_due`` dead-letters them), and of those it found cancelled while leased (``NULL`` if
+none: ``drop_cancelled`` finishes them), then a job it leased (all NULL when it leased
+none), its lease token and its new serial, which claims give in claim order."""
 
 ENQUEUED = Columns("given_id", "added", "gated", *JOB_FIELDS)
 """A row of the enqueue: the job's id, whether it was added, whether a unique window's gate
@@ -527,8 +527,11 @@ class PostgresQueue(SqlQueue):
                     prepare=self._prepare(con),
                     binary=True,  # numbers as they are stored, not as decimal text to parse
                 ).fetchall()
-                buried = CLAIMED.value(rows[0], "buried")
-                if cancelled := CLAIMED.value(rows[0], "cancelled_ids"):  # they took up places too
+                buried = 0  # due jobs that took up places without being leased
+                if ended := CLAIMED.value(rows[0], "ended_ids"):
+                    con.execute(SQL["bury_due"], {"ids": ended, "now": now})
+                    buried += len(ended)
+                if cancelled := CLAIMED.value(rows[0], "cancelled_ids"):
                     con.execute(SQL["drop_cancelled"], {"ids": cancelled, "now": now})
                     buried += len(cancelled)
                 if CLAIMED.value(rows[0], "id") is None:
