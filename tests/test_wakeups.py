@@ -97,3 +97,12 @@ def test_no_thread_before_the_first_request_and_none_after_close() -> None:
     wakeups.request()
     wakeups.close()
     assert "test wake-ups idle" not in {thread.name for thread in threading.enumerate()}
+
+
+def test_requests_within_the_linger_share_one_send_and_close_cuts_the_linger_short() -> None:
+    sender = Sender()
+    wakeups = Wakeups(sender, "test wake-ups", linger_s=HANG_GUARD_S)  # lingers past any test
+    for _ in range(3):
+        sender.request(wakeups)
+    wakeups.close()  # returns at once: the linger ends at the close, and the send goes out
+    assert sender.started == [3] and wakeups.sent == 1

@@ -8,9 +8,10 @@ third of the producer's time. Here the producer only raises a flag once its comm
 and a thread of the queue's sends the ``NOTIFY``: it lowers the flag, sends, and looks at the
 flag again. A ``NOTIFY`` is sent after every commit that raised the flag before it was
 lowered, so no enqueue goes without a wake-up that follows its commit (a worker it wakes
-looks after the commit, and finds the job); enqueues that commit while one is on its way
-share the next. A busy producer sends a few wake-ups for many jobs, an idle one a wake-up
-per job, a hand-off to the thread later.
+looks after the commit, and finds the job). Before it lowers the flag the thread lingers a
+moment (:data:`LINGER_S`), as Kafka's producer does with ``linger.ms``: the enqueues that
+commit meanwhile, and those that commit while a ``NOTIFY`` is on its way, share the next.
+A busy producer sends a wake-up for many jobs; an idle one's job waits the linger longer.
 
 The same idea as a condition variable's "notify after the state changed", across processes;
 PostgreSQL itself folds identical notifications of one transaction into one.
@@ -22,6 +23,11 @@ import os
 import threading
 from collections.abc import Callable
 
+LINGER_S = 0.002
+"""Seconds the wake-up thread waits after a request before it sends, gathering the requests
+that come meanwhile: a one-job enqueue that waits for the disk takes about a millisecond
+here, so a producer that enqueues one job after another shares a ``NOTIFY`` among a few."""
+
 
 class Wakeups:
     """Sends ``send()`` from a thread of its own after each :meth:`request`, folding requests that wait.
@@ -31,6 +37,8 @@ class Wakeups:
             thread's connection). An exception it raises is counted in :attr:`lost` and
             dropped: a wake-up is a hint, and workers poll as well.
         name: the thread's name, for debuggers and ``threading.enumerate()``.
+        linger_s: seconds to wait after a request before sending (:data:`LINGER_S`); 0 sends
+            at once. :meth:`close` does not wait it out.
 
     Attributes:
         sent: wake-ups sent so far.
@@ -40,11 +48,12 @@ class Wakeups:
     ends at :meth:`close`, after sending the wake-up still wanted.
     """
 
-    def __init__(self, send: Callable[[], None], name: str) -> None:
+    def __init__(self, send: Callable[[], None], name: str, *, linger_s: float = LINGER_S) -> None:
         self.sent = 0
         self.lost = 0
         self._send = send
         self._name = name
+        self._linger_s = linger_s
         self._changed = threading.Condition()
         self._wanted = False
         self._closing = False
@@ -79,6 +88,8 @@ class Wakeups:
                     self._changed.wait()
                 if not self._wanted:
                     return
+                if self._linger_s:  # gather the requests of the next moment (not when closing)
+                    self._changed.wait_for(lambda: self._closing, timeout=self._linger_s)
                 self._wanted = False  # lowered before the send: a later commit asks again
             try:
                 self._send()
