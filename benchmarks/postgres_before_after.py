@@ -111,8 +111,8 @@ def one_row(server: str, src: str, jobs: int, batch: int, workers: int) -> tuple
             pids = [
                 row[0]
                 for row in con.execute(
-                    "SELECT pid FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"  # not autovacuum
                 )
             ]
             before = sum(backend_cpu_s(pid) for pid in pids)
