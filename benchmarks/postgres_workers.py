@@ -55,7 +55,6 @@ from typing import Any
 import psycopg
 
 from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
-from jobqueue.teaching.postgres_server import database_url, scratch_database
 
 URL_VARIABLE = "JOBQUEUE_BENCH_WORKERS_URL"
 """Names the row's database to the worker processes (pgqueuer's factory, procrastinate's app)."""
@@ -237,6 +236,10 @@ LEFT: dict[str, Callable[[str], str | None]] = {
 
 def run_row(server: str, name: str, jobs: int, workers: int) -> float:
     """Seconds from starting ``workers`` processes of ``name`` to the last one's exit, every job done."""
+    # Here, not at the top: every worker process of the three queues imports this module for its
+    # handlers, and need not load the course's server helpers.
+    from jobqueue.teaching.postgres_server import scratch_database
+
     with scratch_database(f"bench_{uuid.uuid4().hex[:12]}", server) as url, ExitStack() as files:
         FILL[name](url, jobs)
         python_path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH", "")]))
@@ -283,6 +286,8 @@ def main() -> None:
         "--rounds", type=int, default=3, help="runs of each row, the queues taking turns; the median counts"
     )
     args = parser.parse_args()
+    from jobqueue.teaching.postgres_server import database_url
+
     server = database_url()
     print(f"{server_settings(server)}; {args.jobs:,} no-op jobs a row; {os.cpu_count()} CPU cores")
     print(

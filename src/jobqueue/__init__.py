@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from jobqueue import db, fanout, idempotency, outbox
 from jobqueue.backends.contract import DEFAULT_VISIBILITY_TIMEOUT_S, CancelOutcome, Failed, FailOutcome, Queue
-from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.backends.memory import JobQueue
 from jobqueue.backoff import DEFAULT_BASE_S, DEFAULT_CAP_S, Backoff, RandomFn
 from jobqueue.breaker import CircuitBreaker
@@ -83,15 +82,24 @@ from jobqueue.worker import (
 )
 
 if TYPE_CHECKING:
+    from jobqueue.backends.duckdb import DurableQueue
     from jobqueue.backends.postgres import PostgresQueue
 
 
 def __getattr__(name: str) -> Any:
-    """``PostgresQueue`` on first use, so that ``import jobqueue`` works without psycopg."""
+    """``PostgresQueue`` and ``DurableQueue`` on first use, each with its driver.
+
+    ``import jobqueue`` loads neither psycopg nor DuckDB, and a process that works on one
+    database never loads the other's.
+    """
     if name == "PostgresQueue":
         from jobqueue.backends.postgres import PostgresQueue
 
         return PostgresQueue
+    if name == "DurableQueue":
+        from jobqueue.backends.duckdb import DurableQueue
+
+        return DurableQueue
     raise AttributeError(f"module 'jobqueue' has no attribute {name!r}")
 
 

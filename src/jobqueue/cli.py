@@ -51,7 +51,7 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import pydantic
 
@@ -62,7 +62,6 @@ from jobqueue.backends.contract import (
     ReportsCleanup,
     ShowsOverview,
 )
-from jobqueue.backends.duckdb import DurableQueue
 from jobqueue.census import STATES, Census
 from jobqueue.clock import SystemClock
 from jobqueue.errors import InvalidSettingError, JobNotFoundError, QueueFileLockedError, StorageError
@@ -74,6 +73,7 @@ from jobqueue.worker import DEFAULT_TIMEOUT_S, JobEvent, Worker
 if TYPE_CHECKING:
     import uvicorn
 
+    from jobqueue.backends.duckdb import DurableQueue
     from jobqueue.backends.postgres import PostgresQueue
 
 DEFAULT_PORT = 8000
@@ -143,7 +143,18 @@ def open_queue(
             visibility_timeout_s=visibility_timeout_s,
             transaction_pooler=transaction_pooler,
         )
+    from jobqueue.backends.duckdb import DurableQueue  # here: a PostgreSQL worker never loads DuckDB
+
     return DurableQueue(target, clock=SystemClock(), visibility_timeout_s=visibility_timeout_s)
+
+
+def is_duckdb_file(queue: Queue) -> TypeGuard[DurableQueue]:
+    """Whether ``queue`` is a :class:`DurableQueue`, without loading DuckDB to ask.
+
+    (If the DuckDB backend is not loaded, no DurableQueue exists.)
+    """
+    module = sys.modules.get("jobqueue.backends.duckdb")
+    return module is not None and isinstance(queue, module.DurableQueue)
 
 
 def where(queue: Queue, target: str) -> str:
@@ -241,7 +252,7 @@ def _worker(args: argparse.Namespace) -> int:
 async def _serve(runner: Runner, queue: Queue, args: argparse.Namespace) -> None:
     # A DuckDB file is held by this process, so `stats` reads what it writes beside the
     # file; PostgreSQL answers `stats` itself.
-    file = queue if isinstance(queue, DurableQueue) else None
+    file = queue if is_duckdb_file(queue) else None
     reporter = None if file is None else asyncio.create_task(_report_stats(file, args.stats_every))
     source = where(queue, args.file)
     page = None
@@ -399,6 +410,8 @@ def _migrate(args: argparse.Namespace) -> int:
         if not migrate(args.file, lock_timeout_s=args.lock_timeout, log=print):
             print(f"the jobqueue tables are at schema version {SCHEMA_VERSION} already")
         return 0
+    from jobqueue.backends.duckdb import DurableQueue
+
     with DurableQueue(args.file, clock=SystemClock()):  # one process per file: it migrates on open
         print(f"{args.file}: jobqueue tables at the current schema version")
     return 0

@@ -25,11 +25,10 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
-import duckdb
-
 from jobqueue.errors import InvalidSettingError, TransactionAbortedError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # each driver is imported where a connection of its kind is first met
+    import duckdb
     import psycopg
 
 Connection: TypeAlias = "duckdb.DuckDBPyConnection | psycopg.Connection[Any]"
@@ -70,12 +69,6 @@ class Dialect:
     conflicts: tuple[type[Exception], ...]
 
 
-DUCKDB = Dialect(
-    "duckdb", skip_locked=False, conflicts=(duckdb.TransactionException, duckdb.ConstraintException)
-)
-"""DuckDB's dialect: ``?`` placeholders, no row locks, optimistic conflicts."""
-
-
 def dialect(con: object) -> Dialect:
     """The :class:`Dialect` of ``con``: PostgreSQL for a psycopg 3 connection, else DuckDB.
 
@@ -85,7 +78,17 @@ def dialect(con: object) -> Dialect:
 
     Introduced in lesson 12.
     """
-    return _postgresql() if _is_postgres(con) else DUCKDB
+    return _postgresql() if _is_postgres(con) else _duckdb()
+
+
+@cache
+def _duckdb() -> Dialect:
+    """DuckDB's dialect: ``?`` placeholders, no row locks, optimistic conflicts."""
+    import duckdb  # only here: a process that works on PostgreSQL alone never loads DuckDB
+
+    return Dialect(
+        "duckdb", skip_locked=False, conflicts=(duckdb.TransactionException, duckdb.ConstraintException)
+    )
 
 
 @cache
@@ -118,6 +121,8 @@ def connect(path: str | Path = ":memory:") -> duckdb.DuckDBPyConnection:
         duckdb.IOException: if the file is held by another process (DuckDB allows one
             writing process per file).
     """
+    import duckdb
+
     con = duckdb.connect(str(path))
     con.execute("SET enable_progress_bar = false")
     con.execute("SET TimeZone = 'UTC'")
@@ -146,6 +151,8 @@ def transaction(con: C) -> Iterator[C]:
         with _postgres_transaction(cast("psycopg.Connection[Any]", con)):
             yield con
         return
+    import duckdb  # loaded already: the connection is DuckDB's
+
     con.execute("BEGIN TRANSACTION")
     try:
         yield con

@@ -45,13 +45,12 @@ Introduced in lesson 08.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol, TypeVar
-
-import duckdb
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from jobqueue import db
 from jobqueue.backends.contract import check_unique_for_s
@@ -59,6 +58,9 @@ from jobqueue.clock import Clock
 from jobqueue.db import DEFAULT_CONFLICT_ATTEMPTS, Connection
 from jobqueue.errors import InvalidSettingError, UnknownJobTypeError, describe_error
 from jobqueue.job import JobType, check_count, check_positive_seconds
+
+if TYPE_CHECKING:
+    import duckdb
 
 P = TypeVar("P")
 
@@ -268,8 +270,11 @@ def mark_sent(
 
 def _is_conflict(exc: Exception) -> bool:
     """Whether a failed mark met another writer: DuckDB says "Conflict"; PostgreSQL's are all."""
-    return not isinstance(exc, duckdb.Error) or (
-        isinstance(exc, duckdb.TransactionException) and "Conflict" in str(exc)
+    duckdb = sys.modules.get("duckdb")  # loaded if exc is DuckDB's: a PostgreSQL process never loads it
+    return (
+        duckdb is None
+        or not isinstance(exc, duckdb.Error)
+        or (isinstance(exc, duckdb.TransactionException) and "Conflict" in str(exc))
     )
 
 

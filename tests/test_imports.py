@@ -1,0 +1,38 @@
+"""Each database's driver is loaded only by the processes that use that database.
+
+A worker on PostgreSQL starts as many processes as a deployment wants, and each pays for
+its imports: DuckDB was a third of ``import jobqueue.cli`` (benchmarks/postgres_workers.py
+counts the processes' start in its seconds). And ``import jobqueue`` must work for a DuckDB
+course without psycopg.
+"""
+
+import json
+import subprocess
+import sys
+
+from waiting import HANG_GUARD_S
+
+
+def loaded_after(code: str) -> set[str]:
+    """The top-level modules of the two drivers that a fresh interpreter has loaded after ``code``."""
+    drivers = "sorted({'duckdb', 'psycopg'} & set(sys.modules))"
+    script = f"{code}\nimport json, sys\nprint(json.dumps({drivers}))"
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=HANG_GUARD_S
+    ).stdout
+    return set(json.loads(out))
+
+
+def test_a_postgresql_worker_process_never_loads_duckdb() -> None:
+    code = (
+        "import jobqueue as jq, jobqueue.cli, jobqueue.outbox, jobqueue.idempotency, jobqueue.db\n"
+        "from jobqueue.backends.postgres import PostgresQueue\n"
+        "assert jq.PostgresQueue is PostgresQueue"
+    )
+    assert loaded_after(code) == {"psycopg"}
+
+
+def test_import_jobqueue_loads_no_driver_and_durable_queue_loads_duckdb_on_first_use() -> None:
+    assert loaded_after("import jobqueue, jobqueue.cli") == set()
+    code = "import jobqueue as jq\nfrom jobqueue import DurableQueue\nassert jq.DurableQueue is DurableQueue"
+    assert loaded_after(code) == {"duckdb"}
