@@ -151,7 +151,7 @@ def transaction(con: C) -> Iterator[C]:
         with _postgres_transaction(cast("psycopg.Connection[Any]", con)):
             yield con
         return
-    import duckdb  # loaded already: the connection is DuckDB's
+    import duckdb  # loaded with the connection; a process on PostgreSQL alone never loads it
 
     con.execute("BEGIN TRANSACTION")
     try:
