@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jobqueue import DurableQueue, JobQueue
+from jobqueue import DurableQueue, JobQueue, ManualClock, RetryPolicy
 from jobqueue.backends.contract import Queue
 
 BACKENDS = ["memory", "duckdb", "postgres"]
@@ -38,3 +38,18 @@ def open_queue(
 
         with PostgresQueue(request.getfixturevalue("pg_conninfo"), **options) as postgres:
             yield postgres
+
+
+def queue_at(request: pytest.FixtureRequest, start: float, retry: RetryPolicy) -> Iterator[Queue]:
+    """The queue of backend ``request.param`` on a manual clock at ``start`` (seconds), with
+    ``retry`` and its jitter at the top of its range (``random`` always 1.0): for fixtures."""
+    with open_queue(
+        request.param, request, clock=ManualClock(start), retry=retry, random=lambda: 1.0
+    ) as opened:
+        yield opened
+
+
+def clock_of(queue: Queue) -> ManualClock:
+    """The manual clock of ``queue`` (a test's queue runs on one)."""
+    assert isinstance(queue.clock, ManualClock)
+    return queue.clock

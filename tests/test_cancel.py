@@ -25,6 +25,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from backends_support import clock_of
 
 from jobqueue import (
     InvalidSettingError,
@@ -97,12 +98,6 @@ def kept(queue: Queue) -> list[tuple[str, str]]:
 def cancelled_count(queue: Queue) -> int:
     assert isinstance(queue, ShowsOverview)
     return queue.census().total("cancelled")
-
-
-def clock_of(queue: Queue) -> ManualClock:
-    clock = queue.clock
-    assert isinstance(clock, ManualClock)
-    return clock
 
 
 def claim(queue: Queue) -> Lease:

@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from backends_support import BACKENDS, open_queue
+from backends_support import BACKENDS, clock_of, open_queue
 
 from jobqueue import Backoff, DurableQueue, InvalidSettingError, JobQueue, ManualClock, RetryPolicy
 from jobqueue.backends import rules
@@ -50,11 +50,6 @@ def make_queue(request: pytest.FixtureRequest) -> Iterator[MakeQueue]:
 
 def receipt(order_id: int) -> ReceiptPayload:
     return ReceiptPayload(order_id=order_id, email="ada@example.com")
-
-
-def clock_of(queue: Queue) -> ManualClock:
-    assert isinstance(queue.clock, ManualClock)
-    return queue.clock
 
 
 def bury(queue: Queue, ids: list[str], unique_for_s: float | None = None) -> None:

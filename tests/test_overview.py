@@ -3,7 +3,7 @@
 from collections.abc import Iterator
 
 import pytest
-from backends_support import BACKENDS, open_queue
+from backends_support import BACKENDS, clock_of, queue_at
 
 from jobqueue import Backoff, ManualClock, RetryPolicy
 from jobqueue.backends.contract import Queue, ShowsOverview
@@ -18,15 +18,7 @@ POLICY = RetryPolicy(max_attempts=3, backoff=Backoff(base_s=60.0, cap_s=600.0))
 
 @pytest.fixture(params=BACKENDS)
 def queue(request: pytest.FixtureRequest) -> Iterator[Queue]:
-    with open_queue(
-        request.param, request, clock=ManualClock(T0), retry=POLICY, random=lambda: 1.0
-    ) as opened:
-        yield opened
-
-
-def clock_of(queue: Queue) -> ManualClock:
-    assert isinstance(queue.clock, ManualClock)
-    return queue.clock
+    yield from queue_at(request, T0, POLICY)
 
 
 def receipts(*order_ids: int) -> list[ReceiptPayload]:

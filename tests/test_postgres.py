@@ -28,6 +28,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from backends_support import clock_of
 from hypothesis.stateful import run_state_machine_as_test
 from test_queue_state_machine import SETTINGS, policy
 from waiting import HANG_GUARD_S, hang, wait_until_async, within_hang_guard
@@ -63,11 +64,6 @@ def invoice(order_id: int) -> InvoicePayload:
 def queue(pg_conninfo: str) -> Iterator[PostgresQueue]:
     with PostgresQueue(pg_conninfo, clock=ManualClock(T0), random=lambda: 1.0) as opened:
         yield opened
-
-
-def clock_of(queue: PostgresQueue) -> ManualClock:
-    assert isinstance(queue.clock, ManualClock)
-    return queue.clock
 
 
 def run_python(code: str, *args: str, timeout: float = 60) -> str:

@@ -9,6 +9,7 @@ at most ``PRUNE_BATCH`` rows per prune and one prune per ``PRUNE_EVERY_S`` secon
 from collections.abc import Callable, Iterator
 
 import pytest
+from backends_support import clock_of
 
 from jobqueue import Backoff, DurableQueue, InvalidSettingError, JobQueue, ManualClock, RetryPolicy
 from jobqueue.backends import rules
@@ -53,11 +54,6 @@ def run_all(queue: Queue) -> None:
     """Claim every due job and ack it."""
     leases = queue.claim_many(1_000)
     assert queue.ack_many(leases) == []
-
-
-def clock_of(queue: Queue) -> ManualClock:
-    assert isinstance(queue.clock, ManualClock)
-    return queue.clock
 
 
 def test_without_retention_an_ack_keeps_nothing(make_queue: MakeQueue) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from backends_support import BACKENDS, open_queue
+from backends_support import BACKENDS, clock_of, queue_at
 
 from jobqueue import (
     MAX_RETRY_AFTER_S,
@@ -111,15 +111,7 @@ def test_retry_delay_is_the_errors_wait_clamped_else_the_backoff() -> None:
 
 @pytest.fixture(params=BACKENDS)
 def queue(request: pytest.FixtureRequest) -> Iterator[Queue]:
-    with open_queue(
-        request.param, request, clock=ManualClock(T0), retry=POLICY, random=lambda: 1.0
-    ) as opened:
-        yield opened
-
-
-def clock_of(queue: Queue) -> ManualClock:
-    assert isinstance(queue.clock, ManualClock)
-    return queue.clock
+    yield from queue_at(request, T0, POLICY)
 
 
 def test_fail_with_retry_after_schedules_the_retry_then_not_by_the_backoff(queue: Queue) -> None:
