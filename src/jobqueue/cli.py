@@ -574,7 +574,7 @@ def _parser() -> argparse.ArgumentParser:
 
     stats = command(
         "stats",
-        "show waiting, leased, oldest waiting, failure rate, dead letters",
+        "show waiting, scheduled, leased, oldest waiting, failure rate, dead letters, cancelled",
         "Show the numbers to watch (of every process, on PostgreSQL, with the oldest transaction"
         " holding back cleanup of the queue's table and its dead rows). While a worker holds FILE, show"
         " the figures it last wrote to"

@@ -151,7 +151,8 @@ def transaction(con: C) -> Iterator[C]:
         with _postgres_transaction(cast("psycopg.Connection[Any]", con)):
             yield con
         return
-    import duckdb  # loaded with the connection; a process on PostgreSQL alone never loads it
+    import duckdb  # imported by whoever opened this connection; here, not at the top, so
+    # that a process on PostgreSQL alone never loads DuckDB
 
     con.execute("BEGIN TRANSACTION")
     try:
