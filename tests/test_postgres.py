@@ -31,7 +31,7 @@ import pytest
 from backends_support import clock_of
 from hypothesis.stateful import run_state_machine_as_test
 from test_queue_state_machine import SETTINGS, policy
-from waiting import HANG_GUARD_S, hang, wait_until_async, within_hang_guard
+from waiting import HANG_GUARD_S, hang, wait_until, wait_until_async, within_hang_guard
 
 from jobqueue import (
     Backoff,
@@ -808,6 +808,9 @@ def test_a_batch_is_leased_in_claim_order_wherever_its_rows_lie(pg_conninfo: str
         queue.ack(first)  # a is gone
         (b,) = queue.claim_many(1)
         if isinstance(queue, PostgresQueue):
+            # The enqueue's wake-up goes out first: its NOTIFY's transaction, running during the
+            # VACUUM, would keep the old row versions (a thread of the queue's, 2 ms later).
+            wait_until(lambda: queue._wakeups.sent + queue._wakeups.lost == 1, "the enqueue's wake-up")
             with psycopg.connect(pg_conninfo, autocommit=True) as con:
                 con.execute("VACUUM jobqueue_jobs")  # frees the slots of a and of b's first version
         queue.release(b)  # b waits again, after c, in the page's first slot
