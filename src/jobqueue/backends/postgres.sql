@@ -761,7 +761,10 @@ GROUP BY type, queue ORDER BY type, queue;
 -- rows and its last autovacuum, beside the oldest transaction of another client session of
 -- this database that still has a snapshot (backend_xmin) or a transaction id (backend_xid).
 -- Since PostgreSQL 14 only sessions of the same database hold back vacuum of its tables.
--- This statement's own session is left out (its snapshot is the statement's). Sessions of
+-- This statement's own session is left out (its snapshot is the statement's), and so are
+-- the queues' wake-ups (`notify`: a transaction of its own, over in microseconds, which a
+-- thread sends a moment after an enqueue: seen here, it would name a holder that is gone
+-- by the time anyone looks). Sessions of
 -- other roles show their backend_xmin only to a role with pg_read_all_stats (or a
 -- superuser): without it they are not seen here.
 SELECT stats.n_dead_tup, stats.n_live_tup,
@@ -774,6 +777,7 @@ LEFT JOIN LATERAL (
     FROM pg_stat_activity
     WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()
       AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
+      AND NOT (state = 'active' AND query LIKE '%pg_notify(''jobqueue_jobs''%')
     ORDER BY greatest(age(backend_xmin), age(backend_xid)) DESC, xact_start
     LIMIT 1
 ) AS holder ON true
