@@ -32,12 +32,18 @@ class Sender:
         assert self.hold.wait(HANG_GUARD_S), hang("the test to let the send finish")
 
 
-def test_requests_made_while_a_send_is_on_its_way_share_the_next_send() -> None:
+def first_send_held() -> tuple[Sender, Wakeups]:
+    """A sender and its wake-ups after one request, with the first send started and held."""
     sender = Sender()
     sender.hold.clear()
     wakeups = Wakeups(sender, "test wake-ups")
     sender.request(wakeups)
     assert sender.in_send.wait(HANG_GUARD_S), hang("the first send")
+    return sender, wakeups
+
+
+def test_requests_made_while_a_send_is_on_its_way_share_the_next_send() -> None:
+    sender, wakeups = first_send_held()
     for _ in range(5):  # the first send is held: these five wait for the next
         sender.request(wakeups)
     sender.hold.set()
@@ -57,11 +63,7 @@ def test_a_request_after_a_send_gets_a_send_of_its_own() -> None:
 
 
 def test_close_sends_the_wake_up_still_wanted_and_later_requests_send_nothing() -> None:
-    sender = Sender()
-    sender.hold.clear()
-    wakeups = Wakeups(sender, "test wake-ups")
-    sender.request(wakeups)
-    assert sender.in_send.wait(HANG_GUARD_S), hang("the first send")
+    sender, wakeups = first_send_held()
     sender.request(wakeups)  # wanted while the first is held
     closing = threading.Thread(target=wakeups.close)
     closing.start()

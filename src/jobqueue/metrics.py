@@ -191,6 +191,11 @@ UNKNOWN: OutcomeKey = ("", "")
 """The key of outcomes counted before they were counted by type and queue: in the totals only."""
 
 
+def outcome_key(job: Job) -> OutcomeKey:
+    """What an ack or a failure of ``job`` is counted under: its type and its named queue."""
+    return (job.type, job.queue)
+
+
 class OutcomeLog:
     """Counts of acked and failed attempts per one-second bucket and per job type and queue, for the last day.
 

@@ -65,7 +65,7 @@ from jobqueue.job import (
     check_queue_name,
     check_retry,
 )
-from jobqueue.metrics import DEFAULT_WINDOW_S, OutcomeLog, QueueMetrics, check_window, measure
+from jobqueue.metrics import DEFAULT_WINDOW_S, OutcomeLog, QueueMetrics, check_window, measure, outcome_key
 
 P = TypeVar("P")
 _Entry = TypeVar("_Entry", tuple[float, int, str], tuple[int, float, int, str])
@@ -344,7 +344,7 @@ class JobQueue:
             self._finish(job, "cancelled", now)
         else:
             self._finish(job, "done", now)
-            self._outcomes.record(now, (job.type, job.queue), failed=False)
+            self._outcomes.record(now, outcome_key(job), failed=False)
         if (self._finished or self._dead) and rules.prune_due(now, self._pruned_at):
             self._pruned_at = now
             self._prune(now)
@@ -442,7 +442,7 @@ class JobQueue:
         else:
             del self._tokens[job.id]
             self._store(replace(stored, run_at=failed.run_at))
-        self._outcomes.record(now, (job.type, job.queue), failed=True)
+        self._outcomes.record(now, outcome_key(job), failed=True)
         return failed
 
     def extend_lease(self, lease: Lease, by_s: float | None = None) -> Lease:

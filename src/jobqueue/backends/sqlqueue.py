@@ -51,7 +51,14 @@ from jobqueue.job import (
     check_positive_seconds,
     check_retry,
 )
-from jobqueue.metrics import DEFAULT_WINDOW_S, PendingOutcomes, QueueMetrics, bucket, check_window
+from jobqueue.metrics import (
+    DEFAULT_WINDOW_S,
+    PendingOutcomes,
+    QueueMetrics,
+    bucket,
+    check_window,
+    outcome_key,
+)
 
 
 class QueueOptions(TypedDict, total=False):
@@ -196,9 +203,7 @@ class SqlQueue(ABC):
         with self._transaction() if self._ack_writes_twice([lease]) else self._connection() as con:
             acked = self._finish(con, [lease], now)  # committed on its own (kept and deleted at once)
         if acked:
-            self._outcomes.record(
-                now, {(lease.job.type, lease.job.queue): 1}, failed=False, store=self._store_outcomes
-            )
+            self._outcomes.record(now, {outcome_key(lease.job): 1}, failed=False, store=self._store_outcomes)
             return
         with self._transaction() as con:
             if not (self._may_be_cancelled([lease]) and self._cancelled_finished(con, [lease], now, None)):
@@ -314,7 +319,7 @@ class SqlQueue(ABC):
         """
         now = self.clock.now()
         # by token first: a lease passed twice is acked (and counted) once
-        keys = {lease.token: (lease.job.type, lease.job.queue) for lease in leases if lease.token in acked}
+        keys = {lease.token: outcome_key(lease.job) for lease in leases if lease.token in acked}
         done = Counter(keys.values())
         self._outcomes.record(now, done, failed=False, store=self._store_outcomes)
         stale = not_acked(leases, acked)
@@ -344,7 +349,7 @@ class SqlQueue(ABC):
             self._store_failure(con, lease, failed, now)
         # Counted once committed: a rollback counts nothing.
         self._outcomes.record(
-            self.clock.now(), {(lease.job.type, lease.job.queue): 1}, failed=True, store=self._store_outcomes
+            self.clock.now(), {outcome_key(lease.job): 1}, failed=True, store=self._store_outcomes
         )
         return failed
 
@@ -623,7 +628,7 @@ class SqlQueue(ABC):
         return jobs
 
     def _store_outcomes(self, columns: dict[str, list[Any]], before: int) -> None:
-        """Add counted outcomes to ``jobqueue_outcomes``; forget seconds before ``before``."""
+        """Add counted outcomes (``count_outcomes``); forget seconds before ``before``."""
         with self._transaction() as con:
             con.execute(self.sql["count_outcomes"], columns)
             con.execute(self.sql["forget_outcomes"], {"before": before})
