@@ -669,9 +669,10 @@ def test_a_heartbeat_that_finds_the_connection_killed_tries_again_at_the_next_be
     assert asyncio.run(scenario()) == ["done", "True"]  # acked, and the beats after the kill held the lease
 
 
+@pytest.mark.parametrize("statement", ["claim", "claim_one"], ids=["a batch", "one job"])
 @pytest.mark.parametrize("types", [None, ["render_invoice"]], ids=["any type", "a worker's types"])
 def test_a_claim_reads_the_claim_index_one_priority_at_a_time_and_stops_at_its_limit(
-    queue: PostgresQueue, pg_conninfo: str, types: list[str] | None
+    queue: PostgresQueue, pg_conninfo: str, types: list[str] | None, statement: str
 ) -> None:
     from jobqueue.backends.postgres import SQL
 
@@ -683,11 +684,14 @@ def test_a_claim_reads_the_claim_index_one_priority_at_a_time_and_stops_at_its_l
         plan = [
             row[0].strip()
             for row in con.execute(
-                "EXPLAIN " + SQL["claim" if types is None else "claim_types"],
+                "EXPLAIN " + SQL[statement if types is None else f"{statement}_types"],
                 {"now": T0 + 1, "until": T0 + 31, "limit": 10, "types": types, "commit": "off"},
             )
         ]
     assert_picks_through_the_claim_index(plan)
+    # the lease is written on the rows `due` locked, found by ctid: never a hash of the table
+    assert {"TID Cond: (lease.at = ctid)", "TID Cond: (due.due_ctid = ctid)"} & set(plan), plan
+    assert not any("Hash" in line for line in plan), plan
 
 
 def assert_picks_through_the_claim_index(plan: list[str]) -> None:

@@ -160,12 +160,19 @@ reads, and the reasons of :func:`jobqueue.backends.rules.refusal`, filled in."""
 _TYPES = "AND type = ANY(%(types)b::text[])"
 _ONE_QUEUE = "AND queue = %(queue)s AND queue <> 'default'"
 _QUEUES = "AND queue = ANY(%(queues)b::text[])"
-SQL["claim_types"] = SQL["claim"].replace("/* types */", _TYPES)
-_ONE_QUEUE_CLAIM = SQL["claim"].replace(PRIORITIES_IN_USE, QUEUE_PRIORITIES_IN_USE)
-SQL["claim_queue"] = _ONE_QUEUE_CLAIM.replace("/* types */", _ONE_QUEUE)
-SQL["claim_queue_types"] = _ONE_QUEUE_CLAIM.replace("/* types */", f"{_ONE_QUEUE} {_TYPES}")
-SQL["claim_queues"] = SQL["claim"].replace("/* types */", _QUEUES)
-SQL["claim_queues_types"] = SQL["claim"].replace("/* types */", f"{_QUEUES} {_TYPES}")
+_LEASES = {"claim": SQL.pop("lease_in_claim_order"), "claim_one": SQL.pop("lease_one")}
+_CLAIM = SQL["claim"]
+for _name, _lease in _LEASES.items():
+    _claim = _CLAIM.replace("/* lease */", _lease)
+    if _name == "claim_one":
+        _claim = _claim.replace("%(limit)s", "1")  # a plan that knows it leases one row
+    _one_queue_claim = _claim.replace(PRIORITIES_IN_USE, QUEUE_PRIORITIES_IN_USE)
+    SQL[_name] = _claim
+    SQL[f"{_name}_types"] = _claim.replace("/* types */", _TYPES)
+    SQL[f"{_name}_queue"] = _one_queue_claim.replace("/* types */", _ONE_QUEUE)
+    SQL[f"{_name}_queue_types"] = _one_queue_claim.replace("/* types */", f"{_ONE_QUEUE} {_TYPES}")
+    SQL[f"{_name}_queues"] = _claim.replace("/* types */", _QUEUES)
+    SQL[f"{_name}_queues_types"] = _claim.replace("/* types */", f"{_QUEUES} {_TYPES}")
 
 SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
@@ -503,7 +510,6 @@ class PostgresQueue(SqlQueue):
         if wanted == frozenset() or among == frozenset():
             return []
         names = None if wanted is None else sorted(wanted)
-        statement, queue_names = _claim_statement(names is not None, among)
         leases: list[Lease] = []
         with self._connection() as con:
             if not getattr(self._local, "fenced", False):  # a new connection: pass over lost tokens
@@ -513,6 +519,7 @@ class PostgresQueue(SqlQueue):
             buried = 1
             while buried and len(leases) < limit:  # buried jobs took up places: look again
                 now = self.clock.now()
+                statement, queue_names = _claim_statement(limit - len(leases), names is not None, among)
                 rows = con.execute(
                     statement,
                     {
@@ -893,16 +900,20 @@ class PostgresQueue(SqlQueue):
         """Delete the jobs held under ``leases`` (id and token both match); return the tokens acked.
 
         With ``retain_s``, one statement (``ack_keep``) moves them to ``jobqueue_finished``.
+        One lease without it: ``ack_one``, its values without lists.
         """
-        held: dict[str, object] = {
-            "ids": [lease.job.id for lease in leases],
-            "tokens": [lease.token for lease in leases],
-            "fencings": [lease.job.fencing_token for lease in leases],
-        }
-        if self.retain_s:
-            statement, values = SQL["ack_keep"], held | {"now": now}
+        if not self.retain_s and len(leases) == 1:
+            (lease,) = leases
+            statement, values = SQL["ack_one"], self._held_by(lease)
         else:
-            statement, values = SQL["ack"], held
+            values = {
+                "ids": [lease.job.id for lease in leases],
+                "tokens": [lease.token for lease in leases],
+                "fencings": [lease.job.fencing_token for lease in leases],
+            }
+            statement = SQL["ack"]
+            if self.retain_s:
+                statement, values = SQL["ack_keep"], values | {"now": now}
         rows = con.execute(statement, values, prepare=self._prepare(con)).fetchall()
         return {token for (token,) in rows}
 
@@ -999,14 +1010,19 @@ class PostgresQueue(SqlQueue):
         )
 
 
-def _claim_statement(typed: bool, queues: frozenset[str] | None) -> tuple[str, list[str] | None]:
-    """The claim statement of a filter (by type if ``typed``; from ``queues``) and its queue names."""
-    if queues is None:
-        return SQL["claim_types" if typed else "claim"], None
-    # One named queue: its own index. 'default', which that index leaves out, or several
-    # queues: the claim index, passing over the other queues' due jobs.
-    kind = "claim_queue" if len(queues) == 1 and DEFAULT_QUEUE not in queues else "claim_queues"
-    return SQL[f"{kind}_types" if typed else kind], sorted(queues)
+def _claim_statement(limit: int, typed: bool, queues: frozenset[str] | None) -> tuple[str, list[str] | None]:
+    """The claim of ``limit`` jobs with a filter (by type if ``typed``; from ``queues``), and its queue names.
+
+    A claim of one job has statements of its own (``claim_one``: ``lease_one`` in ``postgres.sql``).
+    """
+    kind = "claim_one" if limit == 1 else "claim"
+    names = None
+    if queues is not None:
+        # One named queue: its own index. 'default', which that index leaves out, or several
+        # queues: the claim index, passing over the other queues' due jobs.
+        kind += "_queue" if len(queues) == 1 and DEFAULT_QUEUE not in queues else "_queues"
+        names = sorted(queues)
+    return SQL[f"{kind}_types" if typed else kind], names
 
 
 _CLAIM_ORDER = CLAIMED.getter("serial")

@@ -356,12 +356,8 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- is named in `cancelled_ids`, for `drop_cancelled`. Both are rare, and kept out of this
 -- statement: each write here is opened on every run, even with nothing to write (the two
 -- took a one-job claim from about 120 to 150 us of server time); the others are leased.
--- `picked` numbers the jobs to lease in claim order: each gets its new serial (its place
--- once the lease runs out) and its lease token there, in that order. The updates find
--- their rows by `ctid`, where `due` locked them (a row we hold cannot move), from a list:
--- a TID scan, whatever the planner guesses of the LIMIT. (Joined to `due`, a plan made
--- once for any limit, see generic_plans, guessed hundreds of rows and hashed the whole
--- table on every claim.)
+-- `/* lease */` becomes the lease written on the jobs picked: `lease_in_claim_order` here,
+-- `lease_one` in `claim_one`, this statement for one job (PostgresQueue.claim_many).
 -- `/* types */` becomes a worker's filter in `claim_types` (PostgresQueue.claim_many): a
 -- statement of its own, so a claim of any type plans as it did without one. (One statement
 -- for both, `$types IS NULL OR type = ANY($types)`, made every claim 3-4x slower.) The
@@ -391,6 +387,21 @@ WITH RECURSIVE no_disk_wait AS MATERIALIZED (
         FOR UPDATE SKIP LOCKED
     ) AS one_priority
     LIMIT %(limit)s
+/* lease */
+    RETURNING {job_columns}, job.lease_token, job.serial
+)
+-- The rows come in no promised order: the caller sorts them by serial, which is claim order.
+SELECT (SELECT array_agg(due_id) FROM due WHERE (spent OR expired) AND NOT cancelled),
+       (SELECT array_agg(due_id) FROM due WHERE cancelled), claimed.*
+FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was claimed
+
+-- name: lease_in_claim_order
+-- The end of `claim` for any limit (its `/* lease */`): `picked` numbers the jobs to lease in
+-- claim order: each gets its new serial (its place once the lease runs out) and its lease
+-- token there, in that order. The update finds its rows by `ctid`, where `due` locked them
+-- (a row we hold cannot move), from a list: a TID scan, whatever the planner guesses of the
+-- LIMIT. (Joined to `due`, a plan made once for any limit, see generic_plans, guessed
+-- hundreds of rows and hashed the whole table on every claim.)
 ), picked AS MATERIALIZED (
     -- nextval runs after the ORDER BY (PostgreSQL evaluates volatile output columns last)
     SELECT due_ctid, nextval('jobqueue_serial') AS new_serial, 'lease-' || nextval('jobqueue_lease') AS token,
@@ -407,12 +418,18 @@ WITH RECURSIVE no_disk_wait AS MATERIALIZED (
         FROM picked
     ) AS lists, unnest(lists.ats, lists.serials, lists.tokens, lists.fencings) AS lease (at, new_serial, token, fencing)
     WHERE job.ctid = lease.at
-    RETURNING {job_columns}, job.lease_token, job.serial
-)
--- The rows come in no promised order: the caller sorts them by serial, which is claim order.
-SELECT (SELECT array_agg(due_id) FROM due WHERE (spent OR expired) AND NOT cancelled),
-       (SELECT array_agg(due_id) FROM due WHERE cancelled), claimed.*
-FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was claimed
+
+-- name: lease_one
+-- The end of `claim_one`, `claim` with the limit 1 written in (PostgresQueue.claim_many):
+-- one job needs no order among the leased, so the update joins `due` directly, a TID scan
+-- that the planner, told of one row, always chooses. No lists to fill and unnest: 14 us
+-- less server time per claim (measured on a one-job claim of 140 us).
+), claimed AS (
+    UPDATE jobqueue_jobs AS job
+    SET attempts = job.attempts + 1, leased_until = %(until)s, leased_at = %(now)s, visible_at = %(until)s,
+        lease_token = 'lease-' || nextval('jobqueue_lease'), serial = nextval('jobqueue_serial'),
+        fencing_token = nextval('jobqueue_fencing')
+    FROM due WHERE job.ctid = due.due_ctid AND NOT due.spent AND NOT due.expired AND NOT due.cancelled
 
 -- name: bury_due
 -- The jobs a claim found due but not to run (its `ended_ids`): a final attempt whose lease
@@ -460,6 +477,14 @@ DELETE FROM jobqueue_jobs AS job
 USING unnest(%(ids)b::text[], %(tokens)b::text[], %(fencings)b::bigint[]) AS held (id, token, fencing)
 WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
   AND job.fencing_token = held.fencing AND NOT job.cancelled
+RETURNING job.lease_token;
+
+-- name: ack_one
+-- `ack` of one lease, its values as they are rather than in lists: no arrays to build and
+-- unnest (measured: about 20 us less of the client's CPU and 15 us less of the server's
+-- per ack, on an ack of about 200 us in all).
+DELETE FROM jobqueue_jobs AS job
+WHERE job.id = %(id)s AND job.lease_token = %(token)s AND job.fencing_token = %(fencing)s AND NOT job.cancelled
 RETURNING job.lease_token;
 
 -- name: ack_keep
