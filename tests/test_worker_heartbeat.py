@@ -393,3 +393,84 @@ def test_a_heartbeat_changes_nothing_for_jobs_faster_than_a_beat() -> None:
         "t=7s receipt-1001 attempt 4: done",
     ]
     assert worker.heartbeats == []
+
+
+# On a clock of real time the heartbeat and the time limit wait as timers of the event loop
+# (Worker._later), not as tasks. Each test waits for an event, under an outer timeout that
+# only catches a hang.
+
+HANG_S = 30.0
+
+
+def real_time_worker(
+    *, heartbeat_s: float, timeout_s: float, after_beat: asyncio.Event | None = None, beats_before: int = 0
+) -> tuple[JobQueue, Worker, list[Heartbeat]]:
+    """A worker on a SystemClock and one waiting job; ``after_beat`` is set at beat ``beats_before``."""
+    queue = JobQueue(clock=SystemClock(), visibility_timeout_s=30)
+    beats: list[Heartbeat] = []
+
+    def record(beat: Heartbeat) -> None:
+        beats.append(beat)
+        if after_beat is not None and len(beats) >= beats_before:
+            after_beat.set()
+
+    worker = Worker(queue, on_heartbeat=record, heartbeat_s=heartbeat_s, timeout_s=timeout_s)
+    queue.enqueue(RENDER_INVOICE, InvoicePayload(order_id=1001), id="invoice-1001")
+    return queue, worker, beats
+
+
+def test_on_a_real_clock_a_handler_outliving_its_beat_gets_its_lease_extended_again_and_again() -> None:
+    third_beat = asyncio.Event()
+    queue, worker, beats = real_time_worker(
+        heartbeat_s=0.01, timeout_s=HANG_S, after_beat=third_beat, beats_before=3
+    )
+
+    async def handler(payload: InvoicePayload) -> None:
+        await third_beat.wait()  # ends only once the heartbeat has extended the lease three times
+
+    worker.register(RENDER_INVOICE, handler)
+
+    async def scenario() -> JobEvent | None:
+        return await asyncio.wait_for(worker.run_one(), HANG_S)
+
+    event = asyncio.run(scenario())
+    assert event is not None and event.outcome == "done"
+    assert len(beats) >= 3 and all(beat.leased_until is not None for beat in beats)
+    assert [beat.leased_until for beat in beats] == sorted(beat.leased_until or 0 for beat in beats)
+    assert len(queue) == 0
+
+
+def test_on_a_real_clock_a_fast_handler_runs_beside_no_heartbeat_or_time_limit_task() -> None:
+    _, worker, beats = real_time_worker(heartbeat_s=5, timeout_s=10)
+    tasks_seen: list[int] = []
+
+    async def handler(payload: InvoicePayload) -> None:
+        tasks_seen.append(len(asyncio.all_tasks()))
+
+    worker.register(RENDER_INVOICE, handler)
+
+    async def scenario() -> tuple[JobEvent | None, int]:
+        event = await worker.run_one()
+        return event, len(asyncio.all_tasks())
+
+    event, tasks_after = asyncio.run(scenario())
+    assert event is not None and event.outcome == "done"
+    # only the scenario's own task: the heartbeat and the time limit are timers until they fire
+    assert beats == [] and tasks_seen == [1] and tasks_after == 1
+
+
+def test_on_a_real_clock_the_time_limit_cancels_a_handler_that_never_ends() -> None:
+    _, worker, beats = real_time_worker(heartbeat_s=5, timeout_s=0.01)
+
+    async def handler(payload: InvoicePayload) -> None:
+        await asyncio.Event().wait()  # nothing sets it: only the time limit ends this
+
+    worker.register(RENDER_INVOICE, handler)
+
+    async def scenario() -> JobEvent | None:
+        return await asyncio.wait_for(worker.run_one(), HANG_S)
+
+    event = asyncio.run(scenario())
+    assert event is not None and event.outcome == "retry"
+    assert "JobTimeoutError" in str(event) and "time limit of 0.01 s" in str(event)
+    assert beats == []

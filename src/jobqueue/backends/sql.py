@@ -71,6 +71,10 @@ def _statement(body: str) -> str:
 
 def _uncommented(line: str) -> str:
     """``line`` up to its ``--`` comment, if it has one outside a quoted literal."""
+    if "--" not in line:
+        return line
+    if "'" not in line:
+        return line[: line.index("--")]
     quoted = False
     for at, char in enumerate(line):
         if char == "'":
