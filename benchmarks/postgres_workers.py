@@ -55,12 +55,15 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from jobqueue.examples.shop import SEND_RECEIPT, ReceiptPayload
+if TYPE_CHECKING:
+    from jobqueue import JobType
 
 URL_VARIABLE = "JOBQUEUE_BENCH_WORKERS_URL"
 """Names the row's database to the worker processes (pgqueuer's factory, procrastinate's app)."""
@@ -79,13 +82,33 @@ def payloads(jobs: int) -> list[dict[str, Any]]:
 # -- the worker processes' handlers, as each library loads them -------------------------
 
 
-async def noop_receipt(payload: ReceiptPayload) -> None:
+@dataclass(frozen=True)
+class Receipt:
+    """jobqueue's payload of the no-op jobs: what the peers get as JSON."""
+
+    order_id: int
+    email: str
+
+
+@cache
+def send_receipt() -> JobType[Receipt]:
+    """jobqueue's job type of the no-op jobs, defined here as a user's module defines its own.
+
+    Made on first use, as jobqueue is imported: pgqueuer's and procrastinate's worker
+    processes import this module too, and must not spend jobqueue's imports.
+    """
+    from jobqueue import JobType
+
+    return JobType(TASK, Receipt)
+
+
+async def noop_receipt(payload: Receipt) -> None:
     """jobqueue's no-op handler."""
 
 
 def jobqueue_handlers(worker: Any) -> None:
     """What ``jobqueue worker --handlers`` names: registers the no-op handler."""
-    worker.register(SEND_RECEIPT, noop_receipt)
+    worker.register(send_receipt(), noop_receipt)
 
 
 async def pgqueuer_factory() -> Any:
@@ -136,9 +159,9 @@ def fill_jobqueue(url: str, jobs: int) -> None:
     from jobqueue.backends.postgres import PostgresQueue
 
     with PostgresQueue(url) as queue:
-        items = [ReceiptPayload(**p) for p in payloads(jobs)]
+        items = [Receipt(**p) for p in payloads(jobs)]
         for start in range(0, jobs, ENQUEUE_BATCH):
-            queue.enqueue_many(SEND_RECEIPT, items[start : start + ENQUEUE_BATCH])
+            queue.enqueue_many(send_receipt(), items[start : start + ENQUEUE_BATCH])
 
 
 def left_jobqueue(url: str) -> str | None:

@@ -368,7 +368,7 @@ def worker_figures(queue_file: Path, *, done: int) -> WorkerStats:
     def counts_done() -> bool:
         if not stats_path(queue_file).exists():
             return False
-        last[:] = [WorkerStats.model_validate_json(stats_path(queue_file).read_text())]  # replaced whole
+        last[:] = [WorkerStats.from_json(stats_path(queue_file).read_text())]  # replaced whole
         return last[0].metrics.done == done
 
     wait_until(counts_done, f"figures with {done} done in the stats file", details=lambda: last)
@@ -479,7 +479,7 @@ def test_commands_on_a_file_another_process_holds(path: Path, capsys: pytest.Cap
                 oldest_leased_age_s=12.0, window_s=300, done=10, failed=1, dead_letters=0,
             )  # fmt: skip
             written = WorkerStats(pid=holder.pid, written_at=time.time() - 5, metrics=figures)
-            stats_path(path).write_text(written.model_dump_json())
+            stats_path(path).write_text(written.to_json())
             statuses.append(main(["stats", str(path)]))
             took_s = time.time() - written.written_at - 5
             shown, shown_err = capsys.readouterr()
