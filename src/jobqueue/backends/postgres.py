@@ -160,19 +160,26 @@ reads, and the reasons of :func:`jobqueue.backends.rules.refusal`, filled in."""
 _TYPES = "AND type = ANY(%(types)b::text[])"
 _ONE_QUEUE = "AND queue = %(queue)s AND queue <> 'default'"
 _QUEUES = "AND queue = ANY(%(queues)b::text[])"
-_LEASES = {"claim": SQL.pop("lease_in_claim_order"), "claim_one": SQL.pop("lease_one")}
+
+
+def _claim_variants(name: str, claim: str) -> dict[str, str]:
+    """The claim ``claim`` as ``name``, and as each filter's statement (``name_types``, ``name_queue``...)."""
+    one_queue = claim.replace(PRIORITIES_IN_USE, QUEUE_PRIORITIES_IN_USE)
+    return {
+        name: claim,
+        f"{name}_types": claim.replace("/* types */", _TYPES),
+        f"{name}_queue": one_queue.replace("/* types */", _ONE_QUEUE),
+        f"{name}_queue_types": one_queue.replace("/* types */", f"{_ONE_QUEUE} {_TYPES}"),
+        f"{name}_queues": claim.replace("/* types */", _QUEUES),
+        f"{name}_queues_types": claim.replace("/* types */", f"{_QUEUES} {_TYPES}"),
+    }
+
+
 _CLAIM = SQL["claim"]
-for _name, _lease in _LEASES.items():
-    _claim = _CLAIM.replace("/* lease */", _lease)
-    if _name == "claim_one":
-        _claim = _claim.replace("%(limit)s", "1")  # a plan that knows it leases one row
-    _one_queue_claim = _claim.replace(PRIORITIES_IN_USE, QUEUE_PRIORITIES_IN_USE)
-    SQL[_name] = _claim
-    SQL[f"{_name}_types"] = _claim.replace("/* types */", _TYPES)
-    SQL[f"{_name}_queue"] = _one_queue_claim.replace("/* types */", _ONE_QUEUE)
-    SQL[f"{_name}_queue_types"] = _one_queue_claim.replace("/* types */", f"{_ONE_QUEUE} {_TYPES}")
-    SQL[f"{_name}_queues"] = _claim.replace("/* types */", _QUEUES)
-    SQL[f"{_name}_queues_types"] = _claim.replace("/* types */", f"{_QUEUES} {_TYPES}")
+SQL |= _claim_variants("claim", _CLAIM.replace("/* lease */", SQL.pop("lease_in_claim_order")))
+SQL |= _claim_variants(  # the limit written in: a plan that knows it leases one row
+    "claim_one", _CLAIM.replace("/* lease */", SQL.pop("lease_one")).replace("%(limit)s", "1")
+)
 
 SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
