@@ -43,6 +43,10 @@ test-steps: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks conftest.py
 	$(BIN)/mypy
 	$(BIN)/python -m jobqueue.teaching.exercises verify
+	@# The package's bytecode, written once: the run starts a few hundred Python processes
+	@# (kernels, checkers, workers) that import jobqueue, and where PYTHONDONTWRITEBYTECODE is
+	@# set (as on this course's machines) each would compile its source again (~60 ms each).
+	$(BIN)/python -m compileall -q src
 	$(BIN)/python -m pytest tests lessons solutions --nbval --nbval-current-env -n $(PYTEST_WORKERS) --dist loadgroup --max-worker-restart=0 $(PYTEST_ARGS)
 
 # make check EX=02_backoff : check one exercise; the last line is the PASS/FAIL verdict.
