@@ -377,3 +377,23 @@ def test_no_saved_output_shows_what_a_check_expects(name: str) -> None:
         if value in "".join(shown(cell.outputs))
     ]
     assert leaks == [], f"{name}: saved outputs show what a check expects: {leaks}"
+
+
+def test_the_hints_of_one_check_parse_each_cell_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failing check's NameError asks which cell defines the name; every cell is parsed once.
+
+    An unsolved exercise has a NameError in most checks, and parsing every cell again for each
+    one cost the checker seconds of CPU per exercise.
+    """
+    nb = read(ROOT / "exercises" / "05_dead_letters.ipynb")
+    parsed: list[str] = []
+    parse = check._defined_names
+
+    def counted(source: str) -> set[str]:
+        parsed.append(source)
+        return parse(source)
+
+    monkeypatch.setattr(check, "_defined_names", counted)
+    namer = check._Namer(nb.cells, {}, [])
+    assert all(namer.hint("nowhere_defined", cell) == "" for cell in nb.cells)
+    assert len(parsed) == len(namer.places) > 1

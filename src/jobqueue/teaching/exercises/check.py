@@ -19,6 +19,7 @@ import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from IPython.core.inputtransformer2 import TransformerManager
@@ -315,11 +316,16 @@ class _Namer:
         self.places += [("answer", cell) for cell in definitions.values()]
         self.places += [("cell", cell) for cell in cells if not _is_answer(cell)]
 
+    @cached_property
+    def _defined(self) -> list[tuple[str, NotebookNode, set[str]]]:
+        """Each place with the names its cell defines, parsed once for every hint of a run."""
+        return [(kind, cell, _defined_names(cell.source)) for kind, cell in self.places]
+
     def hint(self, name: str | None, where: NotebookNode) -> str:
         if name is None:
             return ""
-        for kind, cell in self.places:
-            if name not in _defined_names(cell.source):
+        for kind, cell, names in self._defined:
+            if name not in names:
                 continue
             if kind == "stray":
                 added = f"the cell you added starting {_first_line(cell)!r}"
