@@ -813,7 +813,7 @@ def test_a_batch_is_leased_in_claim_order_wherever_its_rows_lie(pg_conninfo: str
         (b,) = queue.claim_many(1)
         if isinstance(queue, PostgresQueue):
             # The enqueue's wake-up goes out first: its NOTIFY's transaction, running during the
-            # VACUUM, would keep the old row versions (a thread of the queue's, 2 ms later).
+            # VACUUM, would keep the old row versions (sent by a thread of the queue's).
             wait_until(lambda: queue._wakeups.sent + queue._wakeups.lost == 1, "the enqueue's wake-up")
             with psycopg.connect(pg_conninfo, autocommit=True) as con:
                 con.execute("VACUUM jobqueue_jobs")  # frees the slots of a and of b's first version

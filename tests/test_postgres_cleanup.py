@@ -52,8 +52,8 @@ def open_snapshot(conninfo: str) -> tuple[psycopg.Connection, float]:
 def churn(queue: PostgresQueue, jobs: int) -> None:
     """Enqueue, claim and ack ``jobs`` jobs: each leaves dead row versions behind.
 
-    Returns once the enqueue's wake-up has gone out too: its NOTIFY's transaction (a thread of
-    the queue's, 2 ms later) would otherwise count as holding back cleanup while it runs.
+    Returns once the enqueue's wake-up has gone out too: its NOTIFY's transaction (sent by a
+    thread of the queue's) would otherwise count as holding back cleanup while it runs.
     """
     woken = queue._wakeups.sent + queue._wakeups.lost
     queue.enqueue_many(SEND_RECEIPT, [ReceiptPayload(order_id=n, email="a@example.com") for n in range(jobs)])

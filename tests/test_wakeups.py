@@ -2,7 +2,7 @@
 
 The property that matters: every request is followed by a send that starts after it, so no
 enqueue goes without a wake-up after its commit; requests that come while a send is on its
-way share the next one.
+way, or within the minimum interval after one, share the next one.
 """
 
 import threading
@@ -101,10 +101,13 @@ def test_no_thread_before_the_first_request_and_none_after_close() -> None:
     assert "test wake-ups idle" not in {thread.name for thread in threading.enumerate()}
 
 
-def test_requests_within_the_linger_share_one_send_and_close_cuts_the_linger_short() -> None:
+def test_a_request_after_a_quiet_interval_is_sent_at_once_and_later_ones_share_the_next() -> None:
     sender = Sender()
-    wakeups = Wakeups(sender, "test wake-ups", linger_s=HANG_GUARD_S)  # lingers past any test
-    for _ in range(3):
+    wakeups = Wakeups(sender, "test wake-ups", min_interval_s=HANG_GUARD_S)  # an interval past any test
+    sender.request(wakeups)
+    wait_until(lambda: wakeups.sent == 1, "the first send, due at once")  # no send yet: not lingering
+    for _ in range(3):  # within the interval: they wait for its end, together
         sender.request(wakeups)
-    wakeups.close()  # returns at once: the linger ends at the close, and the send goes out
-    assert sender.started == [3] and wakeups.sent == 1
+    assert wakeups.sent == 1
+    wakeups.close()  # returns at once: the interval ends at the close, and the send goes out
+    assert sender.started == [1, 4] and wakeups.sent == 2
