@@ -6,6 +6,7 @@ way, or within the minimum interval after one, share the next one.
 """
 
 import threading
+import time
 
 from waiting import HANG_GUARD_S, hang, wait_until
 
@@ -103,11 +104,16 @@ def test_no_thread_before_the_first_request_and_none_after_close() -> None:
 
 def test_a_request_after_a_quiet_interval_is_sent_at_once_and_later_ones_share_the_next() -> None:
     sender = Sender()
-    wakeups = Wakeups(sender, "test wake-ups", min_interval_s=HANG_GUARD_S)  # an interval past any test
+    # An interval far past the hang guard: a send before the close can only be the leading edge.
+    wakeups = Wakeups(sender, "test wake-ups", min_interval_s=10 * HANG_GUARD_S)
     sender.request(wakeups)
-    wait_until(lambda: wakeups.sent == 1, "the first send, due at once")  # no send yet: not lingering
+    wait_until(lambda: wakeups.sent == 1, "the first send, due without waiting for the interval")
     for _ in range(3):  # within the interval: they wait for its end, together
         sender.request(wakeups)
+        time.sleep(0.05)  # room for a send the throttle would wrongly make (none may come)
     assert wakeups.sent == 1
-    wakeups.close()  # returns at once: the interval ends at the close, and the send goes out
+    closing = threading.Thread(target=wakeups.close)
+    closing.start()  # the interval ends at the close, and the send goes out
+    closing.join(HANG_GUARD_S)
+    assert not closing.is_alive(), hang("close, which must not wait out the interval")
     assert sender.started == [1, 4] and wakeups.sent == 2

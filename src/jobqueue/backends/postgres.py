@@ -281,7 +281,8 @@ class PostgresQueue(SqlQueue):
     Two more, each opened at its first use: one that listens while a worker waits for work
     (:meth:`wait_for_work`), and one from which a thread of the queue's sends the wake-ups
     after enqueues (a ``NOTIFY`` after the commit: at once after a quiet spell, else at most
-    one per 10 ms, shared by every enqueue committed meanwhile: ``backends/wakeups.py``).
+    one per 10 ms, shared by every enqueue committed meanwhile, and the last at once when the
+    queue closes: ``backends/wakeups.py``).
     Open one queue per process and as many processes as you like. A claim costs O(log n) in
     the backlog (an index on the visible time). Use it as a context manager, or call
     :meth:`close`.

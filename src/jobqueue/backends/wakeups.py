@@ -10,7 +10,8 @@ flag again. A ``NOTIFY`` is sent after every commit that raised the flag before 
 lowered, so no enqueue goes without a wake-up that follows its commit (a worker it wakes
 looks after the commit, and finds the job).
 
-The thread sends at most one wake-up per :data:`MIN_INTERVAL_S`. A request that comes when
+The thread sends at most one wake-up per :data:`MIN_INTERVAL_S` (but for the last, which
+:meth:`Wakeups.close` sends at once). A request that comes when
 the last send is older than that goes out at once; one that comes sooner waits out the rest
 of the interval, and every request made meanwhile shares the send that follows (a throttle
 with a leading edge). A producer that enqueues now and then wakes the workers at once; one
@@ -34,9 +35,9 @@ from collections.abc import Callable
 
 MIN_INTERVAL_S = 0.01
 """Seconds from one wake-up's send to the next at the least: a worker waiting for work learns
-of a job at once when the producer is quiet, and at most this much later when it is busy
-(its workers are then mostly busy too). A one-job enqueue takes about a millisecond here, so
-a busy producer shares a ``NOTIFY`` among about ten."""
+of a job at once when the producer is quiet, and at most this much later when it is busy. A
+one-job enqueue takes about half a millisecond here, so a busy producer shares a ``NOTIFY``
+among about twenty."""
 
 
 class Wakeups:
