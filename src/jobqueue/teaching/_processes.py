@@ -7,6 +7,15 @@ lab's folders) record the start time too, and count a process as alive only whil
 process with that PID and that start time runs. A zombie (ended, not yet reaped by its
 parent) counts as ended.
 
+The start time is kept two ways, as the system gives it (seconds since the epoch) and as
+seconds since the machine booted, and either agreeing is enough. On Linux the first is
+the second plus the boot time, which the kernel derives from the wall clock, in whole
+seconds: when the clock is set or slewed (NTP, a virtual machine resumed) the boot time
+moves, and every live process's start time with it. Compared alone, a move of one second
+made every holder of the local PostgreSQL server look ended at once, and the server was
+stopped under a running test suite. On macOS the start time since the epoch is the one
+that stays put.
+
 Course helper only.
 """
 
@@ -23,23 +32,25 @@ SAME_START_S = 1.0
 and its boot time, from which they are computed, are read with some rounding)."""
 
 
-def start_time(pid: int) -> float | None:
-    """When process ``pid`` started, in seconds since the epoch; None if none runs (or a zombie)."""
+def _start(pid: int) -> tuple[float, float] | None:
+    """(seconds since the epoch, seconds since boot) at the start of ``pid``; None if none runs."""
     try:
         process = psutil.Process(pid)
         if process.status() == psutil.STATUS_ZOMBIE:
             return None
-        return process.create_time()
+        started = process.create_time()
+        return started, started - psutil.boot_time()
     except psutil.Error:  # no such process, or not ours to look at
         return None
 
 
 @dataclass(frozen=True)
 class ProcessId:
-    """A process: its PID and its start time (seconds since the epoch)."""
+    """A process: its PID and its start time (seconds since the epoch, and since boot)."""
 
     pid: int
     started: float
+    since_boot: float | None = None  # None in a record written before it was kept
 
     @classmethod
     def current(cls) -> ProcessId:
@@ -48,25 +59,28 @@ class ProcessId:
         Raises:
             RuntimeError: if the system does not say when this process started.
         """
-        started = start_time(os.getpid())
-        if started is None:
+        found = cls.of(os.getpid())
+        if found is None:
             raise RuntimeError("cannot read this process's start time")
-        return cls(os.getpid(), started)
+        return found
 
     @classmethod
     def of(cls, pid: int) -> ProcessId | None:
         """The process running as ``pid`` now, or None if there is none."""
-        started = start_time(pid)
-        return None if started is None else cls(pid, started)
+        started = _start(pid)
+        return None if started is None else cls(pid, *started)
 
     def alive(self) -> bool:
         """Whether this process still runs (not a zombie, and its PID not handed to another)."""
-        started = start_time(self.pid)
-        return started is not None and abs(started - self.started) < SAME_START_S
+        now = _start(self.pid)
+        if now is None:
+            return False
+        same_since_boot = self.since_boot is not None and abs(now[1] - self.since_boot) < SAME_START_S
+        return same_since_boot or abs(now[0] - self.started) < SAME_START_S
 
     def to_json(self) -> dict[str, Any]:
-        """As stored in a JSON file: ``{"pid": ..., "started": ...}``."""
-        return {"pid": self.pid, "started": self.started}
+        """As stored in a JSON file: ``{"pid": ..., "started": ..., "since_boot": ...}``."""
+        return {"pid": self.pid, "started": self.started, "since_boot": self.since_boot}
 
     @classmethod
     def from_json(cls, value: Any) -> ProcessId | None:
@@ -76,5 +90,7 @@ class ProcessId:
             and isinstance(value.get("pid"), int)
             and isinstance(value.get("started"), int | float)
         ):
-            return cls(value["pid"], float(value["started"]))
+            since_boot = value.get("since_boot")
+            known = float(since_boot) if isinstance(since_boot, int | float) else None
+            return cls(value["pid"], float(value["started"]), known)
         return None
