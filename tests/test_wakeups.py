@@ -5,9 +5,12 @@ enqueue goes without a wake-up after its commit; requests that come while a send
 way, or within the minimum interval after one, share the next one.
 """
 
+import os
+import signal
 import threading
 import time
 
+import pytest
 from waiting import HANG_GUARD_S, hang, wait_until
 
 from jobqueue.backends.wakeups import Wakeups
@@ -117,3 +120,24 @@ def test_a_request_after_a_quiet_interval_is_sent_at_once_and_later_ones_share_t
     closing.join(HANG_GUARD_S)
     assert not closing.is_alive(), hang("close, which must not wait out the interval")
     assert sender.started == [1, 4] and wakeups.sent == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_the_lock_is_held_gets_a_wake_up_of_its_own() -> None:
+    """The parent's wake-up thread may hold the lock at the fork: the child must not wait for it."""
+    wakeups = Wakeups(lambda: None, "test wake-ups fork")
+    wakeups.request()
+    wait_until(lambda: wakeups.sent == 1, "the parent's send")
+    with wakeups._changed:  # held by this thread as the child is made, as the wake-up thread may hold it
+        pid = os.fork()
+        if pid == 0:  # the child: a fresh thread sends its own wake-up; a hang ends at the alarm
+            signal.alarm(int(HANG_GUARD_S))
+            try:
+                wakeups.request()
+                wakeups.close()
+                os._exit(0 if wakeups.sent == 2 else 1)  # the parent's send, counted before the fork
+            except BaseException:
+                os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, hang("the forked child's wake-up")
+    wakeups.close()

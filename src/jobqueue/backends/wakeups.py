@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 MIN_INTERVAL_S = 0.01
@@ -56,8 +57,9 @@ class Wakeups:
         sent: wake-ups sent so far.
         lost: wake-ups whose ``send`` raised.
 
-    The thread starts at the first request (again in a forked child, which has none) and
-    ends at :meth:`close`, after sending the wake-up still wanted.
+    The thread starts at the first request (again in a forked child, which has none: the
+    child also gets a lock of its own, as the parent's thread may have held the parent's as
+    it forked) and ends at :meth:`close`, after sending the wake-up still wanted.
     """
 
     def __init__(
@@ -72,7 +74,7 @@ class Wakeups:
         self._wanted = False
         self._closing = False
         self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
+        _EVERY.add(self)
 
     def request(self) -> None:
         """Ask for a wake-up after a commit that is done; returns at once."""
@@ -80,8 +82,7 @@ class Wakeups:
             if self._closing:
                 return
             self._wanted = True
-            if self._thread is None or self._pid != os.getpid():
-                self._pid = os.getpid()
+            if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
             self._changed.notify()
@@ -91,9 +92,15 @@ class Wakeups:
         with self._changed:
             self._closing = True
             self._changed.notify()
-            thread = self._thread if self._pid == os.getpid() else None
+            thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
+
+    def _forked(self) -> None:
+        """In a forked child, before anything else runs: none of the parent's thread and lock."""
+        self._changed = threading.Condition()
+        self._thread = None
+        self._wanted = False  # the parent's commits are the parent's to announce
 
     def _run(self) -> None:
         last_send = -float("inf")  # time.monotonic() at the start of the last send
@@ -113,3 +120,16 @@ class Wakeups:
                 self.sent += 1
             except Exception:  # the server is gone or the queue closed: workers poll meanwhile
                 self.lost += 1
+
+
+_EVERY: weakref.WeakSet[Wakeups] = weakref.WeakSet()
+"""Every live :class:`Wakeups`, made new in a forked child (``os.register_at_fork``)."""
+
+
+def _after_fork_in_child() -> None:
+    for wakeups in list(_EVERY):
+        wakeups._forked()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)
