@@ -10,6 +10,8 @@
 
 import asyncio
 
+from waiting import within_hang_guard
+
 from jobqueue import JobQueue, Lease, ManualClock, QueueUnavailableError, Worker
 from jobqueue.backends.contract import JobTypes, QueueNames
 from jobqueue.examples.shop import RENDER_INVOICE, InvoicePayload
@@ -99,3 +101,42 @@ def test_a_runner_waits_out_an_unavailable_queue_and_carries_on() -> None:
         logged[:2]
         == ["queue unavailable, trying again in 1 s: cannot reach PostgreSQL at db:5432, database shop"] * 2
     )
+
+
+class SlowToCancelQueue(JobQueue):
+    """A queue whose wait for work takes a while to end once cancelled, as PostgresQueue's does
+    when the cancel comes while its LISTEN runs (psycopg then asks the server to stop it)."""
+
+    CLEANUP_S = 1.0
+
+    def __init__(self, *, clock: ManualClock) -> None:
+        super().__init__(clock=clock)
+        self.waits: list[asyncio.Task[object]] = []
+
+    async def wait_for_work(self, timeout_s: float) -> bool:
+        task = asyncio.current_task()
+        assert task is not None
+        self.waits.append(task)
+        try:
+            await asyncio.Event().wait()  # nothing arrives
+        except asyncio.CancelledError:
+            await asyncio.sleep(self.CLEANUP_S)
+            raise
+        return True
+
+
+def test_the_runner_lets_a_cancelled_wait_for_work_end_before_it_goes_on() -> None:
+    """Left running, a cancelled wait met the shutdown's own cancel halfway through its
+    cleanup: psycopg then printed 'query cancellation interrupted' on a worker's stderr."""
+
+    async def scenario() -> list[asyncio.Task[object]]:
+        queue = SlowToCancelQueue(clock=ManualClock())
+        runner = Runner(Worker(queue), poll_s=60)
+        task = asyncio.create_task(runner.run())
+        while not queue.waits:
+            await asyncio.sleep(0)
+        runner.stop()
+        await within_hang_guard(task, "the runner's stop")
+        return [wait for wait in queue.waits if not wait.done()]
+
+    assert asyncio.run(scenario()) == []

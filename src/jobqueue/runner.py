@@ -325,8 +325,11 @@ class Runner:
         try:
             events.extend(await self._settle_next(running, waiting, watch, nap))
         finally:
-            for task in watch - {stopping}:
+            listening = watch - {stopping}
+            for task in listening:
                 task.cancel()
+            if listening:  # until each has ended: a LISTEN cancelled while it runs asks the
+                await asyncio.wait(listening)  # server to stop it, which a second cancel cuts short
         for task in watch - {stopping}:
             if task.done() and not task.cancelled() and task.exception() is not None:
                 task.result()  # a lost listening connection: raise QueueUnavailableError
