@@ -16,7 +16,7 @@ def test_a_live_process_stays_alive_when_the_machines_boot_time_moves(
 ) -> None:
     """On Linux every start time since the epoch is the boot time plus the time since boot, and
     the kernel's boot time follows the wall clock in whole seconds: one move of a second made
-    every holder of the local PostgreSQL server look ended, and the server stopped mid-run."""
+    every holder look ended (the likely cause of a local server stopped mid-run)."""
     me = ProcessId.current()
     boot_time, create_time = psutil.boot_time, psutil.Process.create_time
     monkeypatch.setattr(psutil, "boot_time", lambda: boot_time() + 1.0)

@@ -126,8 +126,9 @@ class SlowToCancelQueue(JobQueue):
 
 
 def test_the_runner_lets_a_cancelled_wait_for_work_end_before_it_goes_on() -> None:
-    """Left running, a cancelled wait met the shutdown's own cancel halfway through its
-    cleanup: psycopg then printed 'query cancellation interrupted' on a worker's stderr."""
+    """Left running, a cancelled wait can meet the shutdown's own cancel halfway through its
+    cleanup, the one path found to psycopg's 'query cancellation interrupted' on a worker's
+    stderr."""
 
     async def scenario() -> list[asyncio.Task[object]]:
         queue = SlowToCancelQueue(clock=ManualClock())

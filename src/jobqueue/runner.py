@@ -330,7 +330,7 @@ class Runner:
                 task.cancel()
             if listening:  # until each has ended: a LISTEN cancelled while it runs asks the
                 await asyncio.wait(listening)  # server to stop it, which a second cancel cuts short
-        for task in watch - {stopping}:
+        for task in listening:
             if task.done() and not task.cancelled() and task.exception() is not None:
                 task.result()  # a lost listening connection: raise QueueUnavailableError
         return False

@@ -11,16 +11,15 @@ lowered, so no enqueue goes without a wake-up that follows its commit (a worker 
 looks after the commit, and finds the job).
 
 The thread sends at most one wake-up per :data:`MIN_INTERVAL_S` (but for the last, which
-:meth:`Wakeups.close` sends at once). A request that comes when
-the last send is older than that goes out at once; one that comes sooner waits out the rest
-of the interval, and every request made meanwhile shares the send that follows (a throttle
-with a leading edge). A producer that enqueues now and then wakes the workers at once; one
-that enqueues one job after another sends a wake-up per interval, not one for every job or
-two. (It first waited 2 ms after each request, as Kafka's producer waits ``linger.ms``: one
-process enqueueing one job after another, about 0.45 ms each, sent 17 wake-ups per 100
-enqueues, each dearer in CPU than the enqueue's own statement, and spent 210 us of CPU per
-enqueue; with this throttle it sends 4 to 5 and spends 160-180 us, against 150-165 us with
-no wake-ups at all.)
+:meth:`Wakeups.close` sends at once). A request that comes when the last send is older than
+that goes out at once; one that comes sooner waits out the rest of the interval, and every
+request made meanwhile shares the send that follows (a throttle with a leading edge). A
+producer that enqueues now and then wakes the workers at once; one that enqueues one job
+after another sends a wake-up per interval, not one for every job or two. (It first waited
+2 ms after each request, as Kafka's producer waits ``linger.ms``: one process enqueueing one
+job after another, about 0.45 ms each, sent 17 wake-ups per 100 enqueues, each dearer in CPU
+than the enqueue's own statement, and spent 210 us of CPU per enqueue; with this throttle it
+sends 4 to 5 and spends 160-180 us, against 150-165 us with no wake-ups at all.)
 
 The same idea as a condition variable's "notify after the state changed", across processes;
 PostgreSQL itself folds identical notifications of one transaction into one.

@@ -12,8 +12,8 @@ seconds since the machine booted, and either agreeing is enough. On Linux the fi
 the second plus the boot time, which the kernel derives from the wall clock, in whole
 seconds: when the clock is set or slewed (NTP, a virtual machine resumed) the boot time
 moves, and every live process's start time with it. Compared alone, a move of one second
-made every holder of the local PostgreSQL server look ended at once, and the server was
-stopped under a running test suite. On macOS the start time since the epoch is the one
+makes every holder of the local PostgreSQL server look ended at once (the likely cause of a
+server stopped under a running test suite). On macOS the start time since the epoch is the one
 that stays put.
 
 Course helper only.
