@@ -156,6 +156,14 @@ def test_fresh_ids_skip_an_id_chosen_by_hand(queue: PostgresQueue) -> None:
     assert [job.id for job in queue.jobs()] == ["job-2", "job-3", "job-4"]
 
 
+def test_a_fresh_id_for_one_job_skips_an_id_chosen_by_hand(queue: PostgresQueue) -> None:
+    # One job goes through a statement of its own (enqueue_one), which must step aside too.
+    queue.enqueue(RENDER_INVOICE, invoice(1), id="job-1")
+    job = queue.enqueue(RENDER_INVOICE, invoice(2))
+    assert job.id == "job-2" and json.loads(job.payload)["order_id"] == 2
+    assert queue.get("job-2") == job and len(queue) == 2
+
+
 def test_a_batch_of_fresh_jobs_gets_its_ids_in_the_order_of_its_payloads(queue: PostgresQueue) -> None:
     jobs = queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(1_000)])
     assert [json.loads(job.payload)["order_id"] for job in jobs] == list(range(1_000))

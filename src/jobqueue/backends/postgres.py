@@ -840,16 +840,23 @@ class PostgresQueue(SqlQueue):
     ) -> list[int]:
         """Insert jobs that all take fresh ids, on the queue's own connection; fill ``results``.
 
+        One statement: ``enqueue_one`` for one job, ``enqueue_fresh`` for more.
+
         Returns:
             ``[]``, or every index when a fresh ``job-N`` was already taken by an id chosen
             by hand: the statement then wrote nothing, and the batch is for :meth:`_insert`.
         """
         policy = job_type.retry or self.retry
         now = self.clock.now()
+        statement, values = (
+            (SQL["enqueue_one"], {"payload": payloads[0]})
+            if len(payloads) == 1
+            else (SQL["enqueue_fresh"], {"payloads": payloads})
+        )
         try:
             found = con.execute(
-                SQL["enqueue_fresh"],
-                new_job_values(job_type, policy, now, priority, None, queue) | {"payloads": payloads},
+                statement,
+                new_job_values(job_type, policy, now, priority, None, queue) | values,
                 prepare=self._prepare(con),
             ).fetchall()
         except psycopg.errors.UniqueViolation:
