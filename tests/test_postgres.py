@@ -677,12 +677,18 @@ def test_a_heartbeat_that_finds_the_connection_killed_tries_again_at_the_next_be
     assert asyncio.run(scenario()) == ["done", "True"]  # acked, and the beats after the kill held the lease
 
 
+@pytest.mark.parametrize("family", ["", "_by_priority"], ids=["in index order", "by priority"])
 @pytest.mark.parametrize("statement", ["claim", "claim_one"], ids=["a batch", "one job"])
 @pytest.mark.parametrize("types", [None, ["render_invoice"]], ids=["any type", "a worker's types"])
-def test_a_claim_reads_the_claim_index_one_priority_at_a_time_and_stops_at_its_limit(
-    queue: PostgresQueue, pg_conninfo: str, types: list[str] | None, statement: str
+def test_a_claim_reads_the_claim_index_in_claim_order_and_stops_at_its_limit(
+    queue: PostgresQueue, pg_conninfo: str, types: list[str] | None, statement: str, family: str
 ) -> None:
+    # Both forms are planned here on the course's PostgreSQL 18; a queue uses the one for
+    # its server's version (postgres.SKIP_SCAN_VERSION): the first on 18, the second on 17
+    # and older, where only it stays flat (benchmarks/postgres_claim_index.py).
     from jobqueue.backends.postgres import SQL
+
+    statement += family
 
     for start in range(0, 20_000, 5_000):  # two priorities: the index orders by priority first
         batch = [invoice(n) for n in range(start, start + 5_000)]
@@ -696,22 +702,30 @@ def test_a_claim_reads_the_claim_index_one_priority_at_a_time_and_stops_at_its_l
                 {"now": T0 + 1, "until": T0 + 31, "limit": 10, "types": types, "commit": "off"},
             )
         ]
-    assert_picks_through_the_claim_index(plan)
+    assert_picks_through_the_claim_index(plan, by_priority=bool(family))
     # the lease is written on the rows `due` locked, found by ctid: never a hash of the table
     assert {"TID Cond: (lease.at = ctid)", "TID Cond: (due.due_ctid = ctid)"} & set(plan), plan
     assert not any("Hash" in line for line in plan), plan
 
 
-def assert_picks_through_the_claim_index(plan: list[str]) -> None:
-    """Under the CTE that picks the jobs: the priorities in turn, each a range of the claim index.
+def assert_picks_through_the_claim_index(plan: list[str], *, by_priority: bool) -> None:
+    """Under the CTE that picks the jobs: the claim index in its own order, or by priority.
 
-    No sort of the backlog, and the index scan bounded by the priority (equality) and the
-    time: a claim reads about ``limit`` index entries and one descent per priority,
-    whatever the number of jobs not yet due (in backoff, leased) of a higher priority. An
-    index condition on the time alone would read all of those on PostgreSQL 17 and older,
-    which cannot skip from one priority to the next (benchmarks/postgres_claim_index.py).
+    No sort of the backlog, and the index scan bounded by the time. In the index's order
+    (PostgreSQL 18 and later), one scan with the time as an index condition, which 18's skip
+    scan applies within each priority. ``by_priority`` (older servers, which cannot skip from
+    one priority to the next): the priorities in turn, each a range of the claim index bounded
+    by the priority (equality) and the time: a claim reads about ``limit`` index entries and
+    one descent per priority, whatever the number of jobs not yet due (in backoff, leased) of
+    a higher priority (benchmarks/postgres_claim_index.py).
     """
     start = plan.index("CTE due") + 1
+    if not by_priority:
+        pick = plan[start : start + 4]
+        expected = ["->  Limit", "->  LockRows", "->  Index Scan using jobqueue_jobs_claim on jobqueue_jobs"]
+        assert all(line.startswith(prefix) for line, prefix in zip(pick, expected, strict=False)), plan
+        assert pick[3].startswith("Index Cond: (visible_at <= "), plan  # nothing sorts: index order
+        return
     pick = plan[start : start + 8]
     expected = [
         "->  Limit",
@@ -727,9 +741,21 @@ def assert_picks_through_the_claim_index(plan: list[str]) -> None:
     assert "AND (visible_at <= " in pick[-1], plan
 
 
+@pytest.mark.parametrize("skip_scan", [True, False], ids=["in index order", "by priority"])
 def test_a_claim_passes_over_higher_priorities_with_nothing_due_and_fills_its_limit_from_lower_ones(
-    queue: PostgresQueue,
+    pg_conninfo: str, monkeypatch: pytest.MonkeyPatch, skip_scan: bool
 ) -> None:
+    from jobqueue.backends import postgres
+
+    if not skip_scan:  # the claims a server older than 18 gets, here on 18
+        monkeypatch.setattr(postgres, "SKIP_SCAN_VERSION", 10**9)
+    with PostgresQueue(pg_conninfo, clock=ManualClock(T0), random=lambda: 1.0) as queue:
+        assert queue._local.skip_scan is skip_scan
+        claims_in_priority_order(queue)
+
+
+def claims_in_priority_order(queue: PostgresQueue) -> None:
+    """Claims of one and of several jobs, of any type, of a type, from a named queue."""
     queue.enqueue_many(RENDER_INVOICE, [invoice(1), invoice(2)], ids=["leased-1", "leased-2"], priority=3)
     held = queue.claim_many(2)  # leased: not due until the lease ends
     queue.enqueue_many(RENDER_INVOICE, [invoice(3)], ids=["backoff"], priority=2)
@@ -742,6 +768,14 @@ def test_a_claim_passes_over_higher_priorities_with_nothing_due_and_fills_its_li
     assert [lease.job.id for lease in queue.claim_many(3)] == ["due-1", "a", "b"]
     assert [lease.job.id for lease in queue.claim_many(3)] == ["low"]
     assert queue.claim_many(3) == []
+    queue.enqueue_many(RENDER_INVOICE, [invoice(8), invoice(9)], ids=["mail-0", "mail-1"], queue="mail")
+    queue.enqueue_many(RENDER_INVOICE, [invoice(10)], ids=["mail-high"], queue="mail", priority=1)
+    queue.enqueue_many(RENDER_INVOICE, [invoice(11), invoice(12)], ids=["c", "d"], priority=2)
+    assert [lease.job.id for lease in queue.claim_many(2, queues=["mail"])] == ["mail-high", "mail-0"]
+    assert queue.claim(types=["send_receipt"]) is None
+    claimed = queue.claim(types=["render_invoice"])
+    assert claimed is not None and claimed.job.id == "c"
+    assert [lease.job.id for lease in queue.claim_many(5)] == ["d", "mail-1"]
 
 
 def cached_plans(con: psycopg.Connection[Any]) -> dict[str, list[str]]:
@@ -792,7 +826,7 @@ def test_plans_made_on_a_young_queue_still_find_rows_by_key_once_it_holds_thousa
     for plan in plans.values():  # made while the table was nearly empty, still by key
         assert not [line for line in plan if "Seq Scan on jobqueue_jobs" in line], plan
     (claim,) = [plan for statement, plan in plans.items() if "FOR UPDATE SKIP LOCKED" in statement]
-    assert_picks_through_the_claim_index(claim)
+    assert_picks_through_the_claim_index(claim, by_priority=False)  # PostgreSQL 18: in index order
 
 
 def test_rows_skipped_as_locked_use_up_no_lease_numbers(queue: PostgresQueue, pg_conninfo: str) -> None:

@@ -175,11 +175,18 @@ def _claim_variants(name: str, claim: str) -> dict[str, str]:
     }
 
 
-_CLAIM = SQL["claim"]
-SQL |= _claim_variants("claim", _CLAIM.replace("/* lease */", SQL.pop("lease_in_claim_order")))
-SQL |= _claim_variants(  # the limit written in: a plan that knows it leases one row
-    "claim_one", _CLAIM.replace("/* lease */", SQL.pop("lease_one")).replace("%(limit)s", "1")
-)
+_CLAIM, _LEASE_MANY, _LEASE_ONE = SQL.pop("claim"), SQL.pop("lease_in_claim_order"), SQL.pop("lease_one")
+for _due, _family in ((SQL.pop("due_in_index_order"), ""), (SQL.pop("due_by_priority"), "_by_priority")):
+    _claim = _CLAIM.replace("/* due */", _due)
+    SQL |= _claim_variants(f"claim{_family}", _claim.replace("/* lease */", _LEASE_MANY))
+    SQL |= _claim_variants(  # the limit written in: a plan that knows it leases one row
+        f"claim_one{_family}", _claim.replace("/* lease */", _LEASE_ONE).replace("%(limit)s", "1")
+    )
+
+SKIP_SCAN_VERSION = 180000
+"""The first PostgreSQL version (``server_version_num``) whose claims read the claim index in
+its own order (``due_in_index_order`` in ``postgres.sql``: 18's skip scan); claims on older
+servers walk it one priority at a time (``due_by_priority``)."""
 
 SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
@@ -528,7 +535,9 @@ class PostgresQueue(SqlQueue):
             buried = 1
             while buried and len(leases) < limit:  # buried jobs took up places: look again
                 now = self.clock.now()
-                statement, queue_names = _claim_statement(limit - len(leases), names is not None, among)
+                statement, queue_names = _claim_statement(
+                    limit - len(leases), names is not None, among, skip_scan=self._local.skip_scan
+                )
                 rows = con.execute(
                     statement,
                     {
@@ -749,6 +758,7 @@ class PostgresQueue(SqlQueue):
         with self._lock:
             self._cons = [*(c for c in self._cons if not c.closed), con]
         self._local.con, self._local.fenced, self._local.lost = con, False, self._lost
+        self._local.skip_scan = con.info.server_version >= SKIP_SCAN_VERSION
         return con
 
     def _is_own(self, con: psycopg.Connection[Any]) -> bool:
@@ -1026,12 +1036,16 @@ class PostgresQueue(SqlQueue):
         )
 
 
-def _claim_statement(limit: int, typed: bool, queues: frozenset[str] | None) -> tuple[str, list[str] | None]:
+def _claim_statement(
+    limit: int, typed: bool, queues: frozenset[str] | None, *, skip_scan: bool
+) -> tuple[str, list[str] | None]:
     """The claim of ``limit`` jobs with a filter (by type if ``typed``; from ``queues``), and its queue names.
 
     A claim of one job has statements of its own (``claim_one``: ``lease_one`` in ``postgres.sql``).
+    With ``skip_scan`` (a server of :data:`SKIP_SCAN_VERSION` or later), the claim reads the
+    claim index in its own order; without, one priority at a time (``_by_priority``).
     """
-    kind = "claim_one" if limit == 1 else "claim"
+    kind = ("claim_one" if limit == 1 else "claim") + ("" if skip_scan else "_by_priority")
     names = None
     if queues is not None:
         # One named queue: its own index. 'default', which that index leaves out, or several

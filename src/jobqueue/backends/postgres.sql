@@ -345,18 +345,11 @@ DELETE FROM jobqueue_held WHERE ctid = ANY(ARRAY(
 SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 
 -- name: claim
--- The `due` CTE picks the due jobs of highest priority, claimable longest among equals, and
--- locks them; SKIP LOCKED passes over rows another worker's claim has locked, so workers
--- never wait for each other or get the same job. It reads the claim index one priority at
--- a time (a loose index scan): `priorities` walks the distinct priorities of the live jobs
--- from the highest, one index descent each, and for each the LATERAL pick reads the range
--- of that priority's due jobs, which starts at its first due job and ends at the first not
--- yet due. Read in the index's own order (`visible_at <= now ORDER BY priority DESC, ...`),
--- the scan could not stop at a priority's first job not yet due: PostgreSQL 17 and older
--- read every job in backoff or leased of every higher priority before the first due job
--- of a lower one (18 skips them; benchmarks/postgres_claim_index.py). The outer LIMIT
--- stops the walk, the next priority is looked up only when this one runs short, and the
--- nested loop returns the jobs in claim order. Keeping the pick in a CTE fences the
+-- `/* due */` becomes the `due` CTE, which picks the due jobs of highest priority, claimable
+-- longest among equals, and locks them; SKIP LOCKED passes over rows another worker's
+-- claim has locked, so workers never wait for each other or get the same job. Two forms,
+-- by the server's version (PostgresQueue.claim_many): `due_in_index_order` on PostgreSQL
+-- 18 and later, `due_by_priority` on older servers. Keeping the pick in a CTE fences the
 -- planner: the LIMIT applies before the update, never to more rows. A due
 -- job whose final attempt's lease ran out (spent), or whose deadline has passed (expired,
 -- no attempt used), is not claimed but named in `ended_ids`, for `bury_due` right after; a
@@ -370,8 +363,8 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- statement of its own, so a claim of any type plans as it did without one. (One statement
 -- for both, `$types IS NULL OR type = ANY($types)`, made every claim 3-4x slower.) The
 -- claims from named queues are made from this one the same way (_claim_statement in postgres.py):
--- from one queue, `priorities` walks that queue's priorities and the pick reads that
--- queue's range, both in jobqueue_jobs_queue_claim.
+-- from one queue, the pick reads that queue's range of jobqueue_jobs_queue_claim (and
+-- `priorities` walks that queue's priorities there).
 -- `no_disk_wait` makes this statement's own transaction commit without waiting for the
 -- WAL to reach the disk (`%(commit)s` is 'off': synchronous_commit off, for this transaction
 -- only): a claim lost in a server crash leaves its job claimable again, which at-least-once
@@ -380,6 +373,45 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- is not taken again after a crash, so no claim may lose the sequence's numbers.
 WITH RECURSIVE no_disk_wait AS MATERIALIZED (
     SELECT set_config('synchronous_commit', %(commit)s, true)
+/* due */
+/* lease */
+    RETURNING {job_columns}, job.lease_token, job.serial
+)
+-- The rows come in no promised order: the caller sorts them by serial, which is claim order.
+SELECT (SELECT array_agg(due_id) FROM due WHERE (spent OR expired) AND NOT cancelled),
+       (SELECT array_agg(due_id) FROM due WHERE cancelled), claimed.*
+FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was claimed
+
+-- name: due_in_index_order
+-- The `due` of `claim` on PostgreSQL 18 and later: the due jobs read in the claim index's
+-- own order. The index begins with the priority, and `visible_at <= now` bounds its second
+-- column: 18's skip scan passes from one priority to the next within the index, so a claim
+-- reads about as many entries as it takes, however many jobs of a higher priority wait out
+-- a backoff or a lease (benchmarks/postgres_claim_index.py). One scan in one statement: on
+-- 18 it costs the server about 10 us less per one-job claim than `due_by_priority`, and
+-- 2.5 us less per job in a claim of 100 (benchmarks/README.md, 2026-12-03).
+), due AS (
+    SELECT ctid AS due_ctid, id AS due_id, priority AS due_priority, visible_at AS due_visible_at,
+           serial AS due_serial,
+           attempts >= max_attempts AS spent, coalesce(expires_at < %(now)s, false) AS expired,
+           cancelled
+    FROM jobqueue_jobs
+    WHERE died_at IS NULL AND visible_at <= %(now)s
+      /* types */
+    ORDER BY priority DESC, visible_at, serial
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+
+-- name: due_by_priority
+-- The `due` of `claim` on PostgreSQL 17 and older, which have no skip scan: read in the
+-- index's own order, the scan could not stop at a priority's first job not yet due, and
+-- would read every job in backoff or leased of every higher priority before the first due
+-- job of a lower one. So it reads the claim index one priority at a time (a loose index
+-- scan): `priorities` walks the distinct priorities of the live jobs from the highest, one
+-- index descent each, and for each the LATERAL pick reads the range of that priority's due
+-- jobs, which starts at its first due job and ends at the first not yet due. The outer
+-- LIMIT stops the walk, the next priority is looked up only when this one runs short, and
+-- the nested loop returns the jobs in claim order.
 ), priorities AS ({live_priorities}), due AS (
     SELECT due_ctid, due_id, due_priority, due_visible_at, due_serial, spent, expired, cancelled
     FROM priorities, LATERAL (
@@ -395,13 +427,6 @@ WITH RECURSIVE no_disk_wait AS MATERIALIZED (
         FOR UPDATE SKIP LOCKED
     ) AS one_priority
     LIMIT %(limit)s
-/* lease */
-    RETURNING {job_columns}, job.lease_token, job.serial
-)
--- The rows come in no promised order: the caller sorts them by serial, which is claim order.
-SELECT (SELECT array_agg(due_id) FROM due WHERE (spent OR expired) AND NOT cancelled),
-       (SELECT array_agg(due_id) FROM due WHERE cancelled), claimed.*
-FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was claimed
 
 -- name: lease_in_claim_order
 -- The end of `claim` for any limit (its `/* lease */`): `picked` numbers the jobs to lease in
