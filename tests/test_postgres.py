@@ -708,7 +708,9 @@ def test_a_claim_reads_the_claim_index_in_claim_order_and_stops_at_its_limit(
     assert not any("Hash" in line for line in plan), plan
 
 
-def assert_picks_through_the_claim_index(plan: list[str], *, by_priority: bool) -> None:
+def assert_picks_through_the_claim_index(
+    plan: list[str], *, by_priority: bool, index: str = "jobqueue_jobs_claim"
+) -> None:
     """Under the CTE that picks the jobs: the claim index in its own order, or by priority.
 
     No sort of the backlog, and the index scan bounded by the time. In the index's order
@@ -722,9 +724,9 @@ def assert_picks_through_the_claim_index(plan: list[str], *, by_priority: bool) 
     start = plan.index("CTE due") + 1
     if not by_priority:
         pick = plan[start : start + 4]
-        expected = ["->  Limit", "->  LockRows", "->  Index Scan using jobqueue_jobs_claim on jobqueue_jobs"]
+        expected = ["->  Limit", "->  LockRows", f"->  Index Scan using {index} on jobqueue_jobs"]
         assert all(line.startswith(prefix) for line, prefix in zip(pick, expected, strict=False)), plan
-        assert pick[3].startswith("Index Cond: (visible_at <= "), plan  # nothing sorts: index order
+        assert pick[3].startswith("Index Cond: (") and "visible_at <= " in pick[3], plan  # no sort
         return
     pick = plan[start : start + 8]
     expected = [
@@ -741,17 +743,22 @@ def assert_picks_through_the_claim_index(plan: list[str], *, by_priority: bool) 
     assert "AND (visible_at <= " in pick[-1], plan
 
 
-@pytest.mark.parametrize("skip_scan", [True, False], ids=["in index order", "by priority"])
+@pytest.mark.parametrize(
+    "setup", ["", "server before 18", "transaction pooler"], ids=["in index order", "by priority", "pooler"]
+)
 def test_a_claim_passes_over_higher_priorities_with_nothing_due_and_fills_its_limit_from_lower_ones(
-    pg_conninfo: str, monkeypatch: pytest.MonkeyPatch, skip_scan: bool
+    pg_conninfo: str, monkeypatch: pytest.MonkeyPatch, setup: str
 ) -> None:
     from jobqueue.backends import postgres
 
-    if not skip_scan:  # the claims a server older than 18 gets, here on 18
+    if setup == "server before 18":  # the claims a server older than 18 gets, here on 18
         monkeypatch.setattr(postgres, "SKIP_SCAN_VERSION", 10**9)
-    with PostgresQueue(pg_conninfo, clock=ManualClock(T0), random=lambda: 1.0) as queue:
-        assert queue._local.skip_scan is skip_scan
+    pooler = setup == "transaction pooler"  # no session settings: the walk by priority too
+    with PostgresQueue(
+        pg_conninfo, clock=ManualClock(T0), random=lambda: 1.0, transaction_pooler=pooler
+    ) as queue:
         claims_in_priority_order(queue)
+        assert queue._local.skip_scan is (not setup)
 
 
 def claims_in_priority_order(queue: PostgresQueue) -> None:
@@ -805,16 +812,21 @@ def test_plans_made_on_a_young_queue_still_find_rows_by_key_once_it_holds_thousa
 ) -> None:
     con = queue._own()  # this thread's connection of the queue, where its statements are prepared
     assert con is not None
+    claims: list[dict[str, Any]] = [{}, {"types": ["render_invoice"]}, {"queues": ["mail"]}]
     for _ in range(8):  # past the five runs after which PostgreSQL may keep re-planning
         queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(10)])  # fresh ids
         queue.enqueue_many(RENDER_INVOICE, [invoice(1)], ids=["chosen"])  # an id given
-        queue.ack_many(queue.claim_many(5))
+        queue.enqueue_many(RENDER_INVOICE, [invoice(2)], queue="mail")
+        for claim in claims:  # any job, a worker's types, a named queue
+            queue.ack_many(queue.claim_many(5, **claim))
     young = {statement for statement, *_ in con.execute("SELECT statement FROM pg_prepared_statements")}
     for start in range(0, 20_000, 500):  # a backlog: 20,000 jobs
         queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(start, start + 500)])
+        queue.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(start, start + 10)], queue="mail")
     if analysed:  # as autovacuum would: the statements are planned again, with statistics
         con.execute("ANALYZE jobqueue_jobs")
-    queue.ack_many(queue.claim_many(10))
+    for claim in claims:
+        queue.ack_many(queue.claim_many(10, **claim))
     prepared = con.execute(
         "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
     ).fetchall()
@@ -822,11 +834,35 @@ def test_plans_made_on_a_young_queue_still_find_rows_by_key_once_it_holds_thousa
     # Planned for the given values, the claim and the enqueue cost more to plan than to run.
     assert [custom for *_, custom in prepared] == [0] * len(prepared)
     plans = cached_plans(con)
-    assert len(plans) >= 4  # both enqueues, the claim, the ack
+    assert len(plans) >= 6  # both enqueues, the claims, the ack
     for plan in plans.values():  # made while the table was nearly empty, still by key
         assert not [line for line in plan if "Seq Scan on jobqueue_jobs" in line], plan
-    (claim,) = [plan for statement, plan in plans.items() if "FOR UPDATE SKIP LOCKED" in statement]
-    assert_picks_through_the_claim_index(claim, by_priority=False)  # PostgreSQL 18: in index order
+    picks = [plan for statement, plan in plans.items() if "FOR UPDATE SKIP LOCKED" in statement]
+    assert len(picks) == len(claims)
+    for pick in picks:  # never a read of every due job to sort them (PostgreSQL 18: index order)
+        named = any("queue = $" in line for line in pick)
+        index = "jobqueue_jobs_queue_claim" if named else "jobqueue_jobs_claim"
+        assert_picks_through_the_claim_index(pick, by_priority=False, index=index)
+
+
+def test_a_worker_started_on_a_backlog_never_analysed_claims_through_the_claim_index(
+    pg_conninfo: str,
+) -> None:
+    # As `jobqueue worker` starts on a queue filled moments before: its claims (of its
+    # handlers' types) are planned once, with no statistics of the table yet. A plan that
+    # reads every due job and sorts them cost each claim of 20 the whole backlog.
+    with PostgresQueue(pg_conninfo) as producer:
+        for start in range(0, 10_000, 1_000):
+            producer.enqueue_many(RENDER_INVOICE, [invoice(n) for n in range(start, start + 1_000)])
+    with PostgresQueue(pg_conninfo) as queue:
+        for claim in [{}, {"types": ["render_invoice"]}]:
+            for _ in range(8):
+                queue.ack_many(queue.claim_many(20, **claim))
+        plans = cached_plans(queue._own())
+        picks = [plan for text, plan in plans.items() if "FOR UPDATE SKIP LOCKED" in text]
+        assert len(picks) == 2
+        for pick in picks:
+            assert_picks_through_the_claim_index(pick, by_priority=False)
 
 
 def test_rows_skipped_as_locked_use_up_no_lease_numbers(queue: PostgresQueue, pg_conninfo: str) -> None:

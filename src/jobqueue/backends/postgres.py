@@ -185,8 +185,10 @@ for _due, _family in ((SQL.pop("due_in_index_order"), ""), (SQL.pop("due_by_prio
 
 SKIP_SCAN_VERSION = 180000
 """The first PostgreSQL version (``server_version_num``) whose claims read the claim index in
-its own order (``due_in_index_order`` in ``postgres.sql``: 18's skip scan); claims on older
-servers walk it one priority at a time (``due_by_priority``)."""
+its own order (``due_in_index_order`` in ``postgres.sql``: 18's skip scan). Claims on older
+servers walk it one priority at a time (``due_by_priority``), and so do claims behind a
+transaction pooler: without the session's planner settings (``generic_plans``), a claim
+planned on a table never analysed could read every due job and sort them."""
 
 SCHEMA_VERSION = sql.latest_version(SQL)
 """Version of the ``jobqueue_`` tables this module reads and writes: its last migration's.
@@ -520,7 +522,8 @@ class PostgresQueue(SqlQueue):
         Jobs of a higher priority that are not yet due (in backoff, leased) cost a claim
         almost nothing: on PostgreSQL 18 and later the claim reads the claim index in its own
         order, which the server's skip scan passes through one priority at a time; older
-        servers cannot, and there the claim walks the priorities itself
+        servers cannot, and there (and behind a transaction pooler, see
+        :data:`SKIP_SCAN_VERSION`) the claim walks the priorities itself
         (``due_in_index_order`` and ``due_by_priority`` in ``postgres.sql``).
 
         Raises:
@@ -755,7 +758,7 @@ class PostgresQueue(SqlQueue):
                 )
             else:
                 con = psycopg.connect(self._conninfo, autocommit=True, **self._connect_options)
-                con.execute(SQL["generic_plans"].encode())  # two statements, no parameters
+                con.execute(SQL["generic_plans"].encode())  # three statements, no parameters
                 if self.statement_timeout_s is not None:
                     ms = str(round(self.statement_timeout_s * 1000))
                     con.execute(SQL["set_statement_timeout"], {"ms": ms})
@@ -764,7 +767,7 @@ class PostgresQueue(SqlQueue):
         with self._lock:
             self._cons = [*(c for c in self._cons if not c.closed), con]
         self._local.con, self._local.fenced, self._local.lost = con, False, self._lost
-        self._local.skip_scan = con.info.server_version >= SKIP_SCAN_VERSION
+        self._local.skip_scan = not self.transaction_pooler and con.info.server_version >= SKIP_SCAN_VERSION
         return con
 
     def _is_own(self, con: psycopg.Connection[Any]) -> bool:

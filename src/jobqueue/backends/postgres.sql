@@ -202,10 +202,16 @@ FROM disk_wait;
 -- queue was nearly empty, when reading every row costs less than looking a few up, would
 -- read every row of the backlog that came after, on each claim. No statement of the queue
 -- needs that read (each finds its rows by key, by ctid or through the claim index, and
--- the metrics read every row whatever this says), so it is never planned.
--- (tests/test_postgres.py checks the plans kept on a queue that grew.)
+-- the metrics read every row whatever this says), so it is never planned. Nor is a bitmap
+-- scan, which returns rows in the table's order: a claim planned on a table never analysed
+-- (a worker started on a backlog enqueued moments before), its types' filter guessed to
+-- keep one row, read every due job through a bitmap and sorted them, on each claim (a
+-- claim of 20 read the whole backlog). Read in the claim index's order, a claim stops at
+-- its limit. (tests/test_postgres.py checks the plans kept on a queue that grew, and on one
+-- opened on a backlog.)
 SET plan_cache_mode = force_generic_plan;
 SET enable_seqscan = off;
+SET enable_bitmapscan = off;
 
 -- name: lock_schema
 SELECT pg_advisory_xact_lock(hashtext('jobqueue_schema'));
@@ -347,9 +353,9 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- name: claim
 -- `/* due */` becomes the `due` CTE, which picks the due jobs of highest priority, claimable
 -- longest among equals, and locks them; SKIP LOCKED passes over rows another worker's
--- claim has locked, so workers never wait for each other or get the same job. Two forms,
--- by the server's version (PostgresQueue.claim_many): `due_in_index_order` on PostgreSQL
--- 18 and later, `due_by_priority` on older servers. Keeping the pick in a CTE fences the
+-- claim has locked, so workers never wait for each other or get the same job. Two forms
+-- (postgres.SKIP_SCAN_VERSION): `due_in_index_order` on PostgreSQL 18 and later,
+-- `due_by_priority` on older servers and behind a transaction pooler. Keeping the pick in a CTE fences the
 -- planner: the LIMIT applies before the update, never to more rows. A due
 -- job whose final attempt's lease ran out (spent), or whose deadline has passed (expired,
 -- no attempt used), is not claimed but named in `ended_ids`, for `bury_due` right after; a
@@ -383,7 +389,8 @@ SELECT (SELECT array_agg(due_id) FROM due WHERE (spent OR expired) AND NOT cance
 FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was claimed
 
 -- name: due_in_index_order
--- The `due` of `claim` on PostgreSQL 18 and later: the due jobs read in the claim index's
+-- The `due` of `claim` on PostgreSQL 18 and later, on the queue's own connection, whose
+-- session settings (generic_plans) keep the plan on the index: the due jobs read in the claim index's
 -- own order. The index begins with the priority, and `visible_at <= now` bounds its second
 -- column: 18's skip scan passes from one priority to the next within the index, so a claim
 -- reads about as many entries as it takes, however many jobs of a higher priority wait out
