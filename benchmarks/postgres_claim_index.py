@@ -2,10 +2,10 @@
 
 PostgresQueue's claim index is ``(priority DESC, visible_at, serial) WHERE died_at IS
 NULL``. A claim that reads it in that order (``WHERE visible_at <= now ORDER BY priority
-DESC, visible_at, serial``) can bound its scan only by the first column: PostgreSQL 18
-skips from one priority to the next (a skip scan), but PostgreSQL 17 and older read every
-entry of every higher priority whose jobs are not yet due (jobs waiting out a backoff,
-leased jobs) before the first due job of a lower one (issue 21, point 9).
+DESC, visible_at, serial``) can, on PostgreSQL 17 and older, bound its scan only by the
+first column: they read every index entry of every higher priority whose jobs are not yet
+due (jobs waiting out a backoff, leased jobs) before the first due job of a lower one;
+PostgreSQL 18 skips from one priority to the next (a skip scan) (issue 21, point 9).
 
 Two databases on each server, made by PostgresQueue (its tables and indexes):
 

@@ -315,7 +315,9 @@ class PostgresQueue(SqlQueue):
         self.transaction_pooler = transaction_pooler
         self._conninfo = conninfo  # may hold a password: messages use self.server
         self.server = describe_server(conninfo)
-        self._local = threading.local()  # .con: this thread's connection; .fenced: its floor raised
+        # .con: this thread's connection; .fenced: its floor raised; .lost: self._lost when it
+        # opened; .skip_scan: the claim's form for its server (see SKIP_SCAN_VERSION)
+        self._local = threading.local()
         self._cons: list[psycopg.Connection[Any]] = []  # every connection opened, to close
         self._lost = 0  # how many times a connection was found lost: the others are suspect too
         self._connect_options = _connect_options(
@@ -521,8 +523,8 @@ class PostgresQueue(SqlQueue):
 
         Jobs of a higher priority that are not yet due (in backoff, leased) cost a claim
         almost nothing: on PostgreSQL 18 and later the claim reads the claim index in its own
-        order, which the server's skip scan passes through one priority at a time; older
-        servers cannot, and there (and behind a transaction pooler, see
+        order, which the server's skip scan crosses by hopping from one priority to the next;
+        older servers have no skip scan, and there (and behind a transaction pooler, see
         :data:`SKIP_SCAN_VERSION`) the claim walks the priorities itself
         (``due_in_index_order`` and ``due_by_priority`` in ``postgres.sql``).
 
@@ -766,8 +768,13 @@ class PostgresQueue(SqlQueue):
             raise self._unavailable(exc) from exc
         with self._lock:
             self._cons = [*(c for c in self._cons if not c.closed), con]
-        self._local.con, self._local.fenced, self._local.lost = con, False, self._lost
-        self._local.skip_scan = not self.transaction_pooler and con.info.server_version >= SKIP_SCAN_VERSION
+        skip_scan = not self.transaction_pooler and con.info.server_version >= SKIP_SCAN_VERSION
+        self._local.con, self._local.fenced, self._local.lost, self._local.skip_scan = (
+            con,
+            False,
+            self._lost,
+            skip_scan,
+        )
         return con
 
     def _is_own(self, con: psycopg.Connection[Any]) -> bool:
@@ -1051,8 +1058,9 @@ def _claim_statement(
     """The claim of ``limit`` jobs with a filter (by type if ``typed``; from ``queues``), and its queue names.
 
     A claim of one job has statements of its own (``claim_one``: ``lease_one`` in ``postgres.sql``).
-    With ``skip_scan`` (a server of :data:`SKIP_SCAN_VERSION` or later), the claim reads the
-    claim index in its own order; without, one priority at a time (``_by_priority``).
+    With ``skip_scan`` (a server of :data:`SKIP_SCAN_VERSION` or later, on the queue's own
+    connection, not behind a transaction pooler), the claim reads the claim index in its own
+    order; without, one priority at a time (``_by_priority``).
     """
     kind = ("claim_one" if limit == 1 else "claim") + ("" if skip_scan else "_by_priority")
     names = None

@@ -201,14 +201,15 @@ FROM disk_wait;
 -- one plan). A plan kept is kept until the table's statistics change: one made while the
 -- queue was nearly empty, when reading every row costs less than looking a few up, would
 -- read every row of the backlog that came after, on each claim. No statement of the queue
--- needs that read (each finds its rows by key, by ctid or through the claim index, and
--- the metrics read every row whatever this says), so it is never planned. Nor is a bitmap
--- scan, which returns rows in the table's order: a claim planned on a table never analysed
--- (a worker started on a backlog enqueued moments before), its types' filter guessed to
--- keep one row, read every due job through a bitmap and sorted them, on each claim (a
--- claim of 20 read the whole backlog). Read in the claim index's order, a claim stops at
--- its limit. (tests/test_postgres.py checks the plans kept on a queue that grew, and on one
--- opened on a backlog.)
+-- needs that read (each finds its rows by key, by ctid or through the claim index, and the
+-- metrics read every row whatever this says), so it is never planned. Nor, unless nothing
+-- else can run a statement, is a bitmap scan, which returns rows in the table's order: a
+-- claim planned on a table never analysed (a worker started on a backlog enqueued moments
+-- before), its types' filter guessed to keep one row, read every due job through a bitmap
+-- and sorted them, on each claim until the table was first analysed (autovacuum: within
+-- about a minute), a claim of 20 reading the whole backlog. Read in the claim index's
+-- order, a claim stops at its limit. (tests/test_postgres.py checks the plans kept on a
+-- queue that grew, and on one opened on a backlog.)
 SET plan_cache_mode = force_generic_plan;
 SET enable_seqscan = off;
 SET enable_bitmapscan = off;
@@ -351,32 +352,36 @@ DELETE FROM jobqueue_held WHERE ctid = ANY(ARRAY(
 SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 
 -- name: claim
--- `/* due */` becomes the `due` CTE, which picks the due jobs of highest priority, claimable
--- longest among equals, and locks them; SKIP LOCKED passes over rows another worker's
--- claim has locked, so workers never wait for each other or get the same job. Two forms
--- (postgres.SKIP_SCAN_VERSION): `due_in_index_order` on PostgreSQL 18 and later,
--- `due_by_priority` on older servers and behind a transaction pooler. Keeping the pick in a CTE fences the
--- planner: the LIMIT applies before the update, never to more rows. A due
--- job whose final attempt's lease ran out (spent), or whose deadline has passed (expired,
--- no attempt used), is not claimed but named in `ended_ids`, for `bury_due` right after; a
--- job cancelled while leased, whose lease ran out (its holder never acked nor failed it),
--- is named in `cancelled_ids`, for `drop_cancelled`. Both are rare, and kept out of this
--- statement: each write here is opened on every run, even with nothing to write (the two
--- took a one-job claim from about 120 to 150 us of server time); the others are leased.
+-- `/* due */` becomes the `due` CTE, which picks the due jobs of highest priority,
+-- claimable longest among equals, and locks them; SKIP LOCKED passes over rows another
+-- worker's claim has locked, so workers never wait for each other or get the same job. Two
+-- forms (postgres.SKIP_SCAN_VERSION): `due_in_index_order` on PostgreSQL 18 and later,
+-- `due_by_priority` on older servers and behind a transaction pooler (`WITH RECURSIVE` is
+-- for its walk; the other form has no recursive CTE, and the word changes nothing there).
+-- Keeping the pick in a CTE fences the planner: the LIMIT applies before the update, never
+-- to more rows. A due job whose final attempt's lease ran out (spent), or whose deadline
+-- has passed (expired, no attempt used), is not claimed but named in `ended_ids`, for
+-- `bury_due` right after; a job cancelled while leased, whose lease ran out (its holder
+-- never acked nor failed it), is named in `cancelled_ids`, for `drop_cancelled`. Both are
+-- rare, and kept out of this statement: each write here is opened on every run, even with
+-- nothing to write (the two took a one-job claim from about 120 to 150 us of server time);
+-- the others are leased.
 -- `/* lease */` becomes the lease written on the jobs picked: `lease_in_claim_order` here,
 -- `lease_one` in `claim_one`, this statement for one job (PostgresQueue.claim_many).
 -- `/* types */` becomes a worker's filter in `claim_types` (PostgresQueue.claim_many): a
 -- statement of its own, so a claim of any type plans as it did without one. (One statement
 -- for both, `$types IS NULL OR type = ANY($types)`, made every claim 3-4x slower.) The
--- claims from named queues are made from this one the same way (_claim_statement in postgres.py):
--- from one queue, the pick reads that queue's range of jobqueue_jobs_queue_claim (and
--- `priorities` walks that queue's priorities there).
--- `no_disk_wait` makes this statement's own transaction commit without waiting for the
--- WAL to reach the disk (`%(commit)s` is 'off': synchronous_commit off, for this transaction
--- only): a claim lost in a server crash leaves its job claimable again, which at-least-once
--- allows (see PostgresQueue.claim_many). Enqueue and ack keep waiting for the disk. Behind
--- a transaction pooler it is 'on', and claims wait for the disk too: there `fencing_floor`
--- is not taken again after a crash, so no claim may lose the sequence's numbers.
+-- claims from named queues are made from this one the same way (_claim_statement in
+-- postgres.py): from one queue, the pick reads that queue's range of
+-- jobqueue_jobs_queue_claim (and in `due_by_priority`, `priorities` walks that queue's
+-- priorities there).
+-- `no_disk_wait` makes this statement's own transaction commit without waiting for the WAL
+-- to reach the disk (`%(commit)s` is 'off': synchronous_commit off, for this transaction
+-- only): a claim lost in a server crash leaves its job claimable again, which
+-- at-least-once allows (see PostgresQueue.claim_many). Enqueue and ack keep waiting for the disk.
+-- Behind a transaction pooler it is 'on', and claims wait for the disk too: there
+-- `fencing_floor` is not taken again after a crash, so no claim may lose the sequence's
+-- numbers.
 WITH RECURSIVE no_disk_wait AS MATERIALIZED (
     SELECT set_config('synchronous_commit', %(commit)s, true)
 /* due */
@@ -390,13 +395,14 @@ FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was c
 
 -- name: due_in_index_order
 -- The `due` of `claim` on PostgreSQL 18 and later, on the queue's own connection, whose
--- session settings (generic_plans) keep the plan on the index: the due jobs read in the claim index's
--- own order. The index begins with the priority, and `visible_at <= now` bounds its second
--- column: 18's skip scan passes from one priority to the next within the index, so a claim
--- reads about as many entries as it takes, however many jobs of a higher priority wait out
--- a backoff or a lease (benchmarks/postgres_claim_index.py). One scan in one statement: on
--- 18 it costs the server about 10 us less per one-job claim than `due_by_priority`, and
--- 2.5 us less per job in a claim of 100 (benchmarks/README.md, 2026-12-03).
+-- session settings (generic_plans) keep the plan on the index: the due jobs read in the
+-- claim index's own order. The index begins with the priority, and `visible_at <= now`
+-- bounds its second column: 18's skip scan hops from one priority to the next within the
+-- index, so a claim reads about as many entries as it takes, however many jobs of a higher
+-- priority wait out a backoff or a lease (benchmarks/postgres_claim_index.py). One scan in
+-- one statement: on 18 it costs the server about 10 us less per one-job claim than
+-- `due_by_priority`, and about 2.7 us less per job in a claim of 100
+-- (benchmarks/README.md, 2026-12-03).
 ), due AS (
     SELECT ctid AS due_ctid, id AS due_id, priority AS due_priority, visible_at AS due_visible_at,
            serial AS due_serial,
@@ -410,15 +416,16 @@ FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was c
     FOR UPDATE SKIP LOCKED
 
 -- name: due_by_priority
--- The `due` of `claim` on PostgreSQL 17 and older, which have no skip scan: read in the
--- index's own order, the scan could not stop at a priority's first job not yet due, and
--- would read every job in backoff or leased of every higher priority before the first due
--- job of a lower one. So it reads the claim index one priority at a time (a loose index
--- scan): `priorities` walks the distinct priorities of the live jobs from the highest, one
--- index descent each, and for each the LATERAL pick reads the range of that priority's due
--- jobs, which starts at its first due job and ends at the first not yet due. The outer
--- LIMIT stops the walk, the next priority is looked up only when this one runs short, and
--- the nested loop returns the jobs in claim order.
+-- The `due` of `claim` on PostgreSQL 17 and older, which have no skip scan, and behind a
+-- transaction pooler (see due_in_index_order): read in the index's own order, the scan
+-- could not stop at a priority's first job not yet due, and would read the index entry of
+-- every job in backoff or leased of every higher priority before the first due job of a
+-- lower one. So it reads the claim index one priority at a time (a loose index scan):
+-- `priorities` walks the distinct priorities of the live jobs from the highest, one index
+-- descent each, and for each the LATERAL pick reads the range of that priority's due jobs,
+-- which starts at its first due job and ends at the first not yet due. The outer LIMIT
+-- stops the walk, the next priority is looked up only when this one runs short, and the
+-- nested loop returns the jobs in claim order.
 ), priorities AS ({live_priorities}), due AS (
     SELECT due_ctid, due_id, due_priority, due_visible_at, due_serial, spent, expired, cancelled
     FROM priorities, LATERAL (
