@@ -317,7 +317,7 @@ def test_postgres_a_claim_from_one_queue_reads_its_own_index_and_no_other_queues
                 # other queues' rows); the pick returns the index's order, so nothing sorts
                 # the due jobs.
                 assert "jobqueue_jobs_claim " not in plan, plan
-                pick = plan[plan.index("CTE due") : plan.index("CTE picked")]
+                pick = plan[plan.index("CTE due") : plan.index("CTE lease")]
                 assert "Index Scan using jobqueue_jobs_queue_claim" in pick, plan
                 if "by_priority" in statement:
                     walk = plan[plan.index("CTE priorities") : plan.index("CTE due")]

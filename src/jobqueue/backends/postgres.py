@@ -200,11 +200,11 @@ tables are migrated when a queue opens them (``migration_N`` blocks of ``postgre
 """
 
 
-CLAIMED = Columns("ended_ids", "cancelled_ids", *JOB_FIELDS, "lease_token", "serial")
-"""A row of the claim: the ids of the due jobs it found spent or expired (``NULL`` if none:
-``bury_due`` dead-letters them), and of those it found cancelled while leased (``NULL`` if
-none: ``drop_cancelled`` finishes them), then a job it leased (all NULL when it leased
-none), its lease token and its new serial, which claims give in claim order."""
+CLAIMED = Columns(*JOB_FIELDS, "lease_token", "serial", "ended", "cancelled")
+"""A row of the claim: a job it leased, its lease token and its new serial, which claims give
+in claim order; or a due job it found spent or expired (``ended``: ``bury_due`` dead-letters
+it) or cancelled while leased (``cancelled``: ``drop_cancelled`` finishes it), which it did
+not lease."""
 
 ENQUEUED = Columns("given_id", "added", "gated", *JOB_FIELDS)
 """A row of the enqueue: the job's id, whether it was added, whether a unique window's gate
@@ -564,14 +564,13 @@ class PostgresQueue(SqlQueue):
                     binary=True,  # numbers as they are stored, not as decimal text to parse
                 ).fetchall()
                 buried = 0  # due jobs that took up places without being leased
-                if ended := CLAIMED.value(rows[0], "ended_ids"):
-                    con.execute(SQL["bury_due"], {"ids": ended, "now": now})
-                    buried += len(ended)
-                if cancelled := CLAIMED.value(rows[0], "cancelled_ids"):
-                    con.execute(SQL["drop_cancelled"], {"ids": cancelled, "now": now})
-                    buried += len(cancelled)
-                if CLAIMED.value(rows[0], "id") is None:
-                    continue  # the one row of a claim that leased nothing
+                if unleased := [row for row in rows if _ENDED(row) or _CANCELLED(row)]:  # rare
+                    rows = [row for row in rows if not (_ENDED(row) or _CANCELLED(row))]
+                    if ended := [CLAIMED.value(row, "id") for row in unleased if _ENDED(row)]:
+                        con.execute(SQL["bury_due"], {"ids": ended, "now": now})
+                    if cancelled := [CLAIMED.value(row, "id") for row in unleased if _CANCELLED(row)]:
+                        con.execute(SQL["drop_cancelled"], {"ids": cancelled, "now": now})
+                    buried += len(unleased)
                 rows.sort(key=_CLAIM_ORDER)
                 for row in rows:
                     lease = self._lease(con, row, now)
@@ -1077,6 +1076,9 @@ _CLAIM_ORDER = CLAIMED.getter("serial")
 
 _LEASE_TOKEN_OF = CLAIMED.getter("lease_token")
 """The lease token of a row of the claim."""
+
+_ENDED, _CANCELLED = CLAIMED.getter("ended"), CLAIMED.getter("cancelled")
+"""Whether a row of the claim is a job to bury, or one to drop as cancelled (neither: leased)."""
 
 
 def describe_server(conninfo: str) -> str:

@@ -360,12 +360,13 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- for its walk; the other form has no recursive CTE, and the word changes nothing there).
 -- Keeping the pick in a CTE fences the planner: the LIMIT applies before the update, never
 -- to more rows. A due job whose final attempt's lease ran out (spent), or whose deadline
--- has passed (expired, no attempt used), is not claimed but named in `ended_ids`, for
+-- has passed (expired, no attempt used), is not leased but returned with `ended` true, for
 -- `bury_due` right after; a job cancelled while leased, whose lease ran out (its holder
--- never acked nor failed it), is named in `cancelled_ids`, for `drop_cancelled`. Both are
--- rare, and kept out of this statement: each write here is opened on every run, even with
--- nothing to write (the two took a one-job claim from about 120 to 150 us of server time);
--- the others are leased.
+-- never acked nor failed it), is returned with `cancelled` true, for `drop_cancelled`. Both
+-- are rare: the update rewrites their rows as they were, so that one write returns them
+-- beside the jobs it leases; another write in this statement, or a list of them beside
+-- the rows (the statement's top level a SELECT over the update's rows, kept in a CTE), cost
+-- every claim even with nothing to bury (a claim of 100: about 2 us of server time per job).
 -- `/* lease */` becomes the lease written on the jobs picked: `lease_in_claim_order` here,
 -- `lease_one` in `claim_one`, this statement for one job (PostgresQueue.claim_many).
 -- `/* types */` becomes a worker's filter in `claim_types` (PostgresQueue.claim_many): a
@@ -382,16 +383,12 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- Behind a transaction pooler it is 'on', and claims wait for the disk too: there
 -- `fencing_floor` is not taken again after a crash, so no claim may lose the sequence's
 -- numbers.
+-- The rows come in no promised order: the caller sorts the leased by serial, which is claim order.
 WITH RECURSIVE no_disk_wait AS MATERIALIZED (
     SELECT set_config('synchronous_commit', %(commit)s, true)
 /* due */
 /* lease */
-    RETURNING {job_columns}, job.lease_token, job.serial
-)
--- The rows come in no promised order: the caller sorts them by serial, which is claim order.
-SELECT (SELECT array_agg(due_id) FROM due WHERE (spent OR expired) AND NOT cancelled),
-       (SELECT array_agg(due_id) FROM due WHERE cancelled), claimed.*
-FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was claimed
+RETURNING {job_columns}, job.lease_token, job.serial, lease.ended, lease.cancelled;
 
 -- name: due_in_index_order
 -- The `due` of `claim` on PostgreSQL 18 and later, on the queue's own connection, whose
@@ -403,7 +400,7 @@ FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was c
 -- one statement: on 18 it costs the server about 10 us less per one-job claim than
 -- `due_by_priority`, and about 2.7 us less per job in a claim of 100
 -- (benchmarks/README.md, 2026-12-03).
-), due AS (
+), due AS MATERIALIZED (
     SELECT ctid AS due_ctid, id AS due_id, priority AS due_priority, visible_at AS due_visible_at,
            serial AS due_serial,
            attempts >= max_attempts AS spent, coalesce(expires_at < %(now)s, false) AS expired,
@@ -426,7 +423,7 @@ FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was c
 -- which starts at its first due job and ends at the first not yet due. The outer LIMIT
 -- stops the walk, the next priority is looked up only when this one runs short, and the
 -- nested loop returns the jobs in claim order.
-), priorities AS ({live_priorities}), due AS (
+), priorities AS ({live_priorities}), due AS MATERIALIZED (
     SELECT due_ctid, due_id, due_priority, due_visible_at, due_serial, spent, expired, cancelled
     FROM priorities, LATERAL (
         SELECT ctid AS due_ctid, id AS due_id, priority AS due_priority, visible_at AS due_visible_at,
@@ -443,43 +440,53 @@ FROM no_disk_wait LEFT JOIN claimed ON true;  -- one row even when nothing was c
     LIMIT %(limit)s
 
 -- name: lease_in_claim_order
--- The end of `claim` for any limit (its `/* lease */`): `picked` numbers the jobs to lease in
--- claim order: each gets its new serial (its place once the lease runs out) and its lease
--- token there, in that order. The update finds its rows by `ctid`, where `due` locked them
--- (a row we hold cannot move), from a list: a TID scan, whatever the planner guesses of the
--- LIMIT. (Joined to `due`, a plan made once for any limit, see generic_plans, guessed
--- hundreds of rows and hashed the whole table on every claim.)
-), picked AS MATERIALIZED (
+-- The end of `claim` for any limit (its `/* lease */`): `lease` numbers the jobs to lease in
+-- claim order: each gets its new serial (its place once the lease runs out), its lease
+-- token and its fencing token there, in that order; a job to bury or drop gets none, and
+-- the update writes its row as it was (`claim`). The update finds its rows by `ctid`, where
+-- `due` locked them (a row we hold cannot move): a TID scan, in a nested loop over `lease`
+-- (the queue's own connection plans no sequential scan, see generic_plans).
+), lease AS MATERIALIZED (
     -- nextval runs after the ORDER BY (PostgreSQL evaluates volatile output columns last)
-    SELECT due_ctid, nextval('jobqueue_serial') AS new_serial, 'lease-' || nextval('jobqueue_lease') AS token,
-           nextval('jobqueue_fencing') AS fencing
-    FROM due WHERE NOT spent AND NOT expired AND NOT cancelled
+    SELECT due_ctid AS at, runnable, (spent OR expired) AND NOT cancelled AS ended, cancelled,
+           CASE WHEN runnable THEN nextval('jobqueue_serial') END AS new_serial,
+           CASE WHEN runnable THEN 'lease-' || nextval('jobqueue_lease') END AS token,
+           CASE WHEN runnable THEN nextval('jobqueue_fencing') END AS fencing
+    FROM (SELECT *, NOT (spent OR expired OR cancelled) AS runnable FROM due) AS due
     ORDER BY due_priority DESC, due_visible_at, due_serial
-), claimed AS (
-    UPDATE jobqueue_jobs AS job
-    SET attempts = job.attempts + 1, leased_until = %(until)s, leased_at = %(now)s, visible_at = %(until)s,
-        lease_token = lease.token, serial = lease.new_serial, fencing_token = lease.fencing
-    FROM (  -- four lists, filled from the same rows in one pass: one entry per job
-        SELECT array_agg(due_ctid) AS ats, array_agg(new_serial) AS serials, array_agg(token) AS tokens,
-               array_agg(fencing) AS fencings
-        FROM picked
-    ) AS lists, unnest(lists.ats, lists.serials, lists.tokens, lists.fencings) AS lease (at, new_serial, token, fencing)
-    WHERE job.ctid = lease.at
+)
+UPDATE jobqueue_jobs AS job
+SET attempts = CASE WHEN lease.runnable THEN job.attempts + 1 ELSE job.attempts END,
+    leased_until = CASE WHEN lease.runnable THEN %(until)s ELSE job.leased_until END,
+    leased_at = CASE WHEN lease.runnable THEN %(now)s ELSE job.leased_at END,
+    visible_at = CASE WHEN lease.runnable THEN %(until)s ELSE job.visible_at END,
+    lease_token = coalesce(lease.token, job.lease_token), serial = coalesce(lease.new_serial, job.serial),
+    fencing_token = coalesce(lease.fencing, job.fencing_token)
+FROM no_disk_wait, lease
+WHERE job.ctid = lease.at
 
 -- name: lease_one
 -- The end of `claim_one`, `claim` with the limit 1 written in (PostgresQueue.claim_many):
 -- one job needs no order among the leased, so the update joins `due` directly, a TID scan
--- that the planner, told of one row, always chooses. No lists to fill and unnest: 14 us
--- less server time per claim (measured on a one-job claim of 140 us).
-), claimed AS (
-    UPDATE jobqueue_jobs AS job
-    SET attempts = job.attempts + 1, leased_until = %(until)s, leased_at = %(now)s, visible_at = %(until)s,
-        lease_token = 'lease-' || nextval('jobqueue_lease'), serial = nextval('jobqueue_serial'),
-        fencing_token = nextval('jobqueue_fencing')
-    FROM due WHERE job.ctid = due.due_ctid AND NOT due.spent AND NOT due.expired AND NOT due.cancelled
+-- that the planner, told of one row, always chooses, and draws the job's numbers itself.
+), lease AS (
+    SELECT due_ctid AS at, NOT (spent OR expired OR cancelled) AS runnable,
+           (spent OR expired) AND NOT cancelled AS ended, cancelled
+    FROM due
+)
+UPDATE jobqueue_jobs AS job
+SET attempts = CASE WHEN lease.runnable THEN job.attempts + 1 ELSE job.attempts END,
+    leased_until = CASE WHEN lease.runnable THEN %(until)s ELSE job.leased_until END,
+    leased_at = CASE WHEN lease.runnable THEN %(now)s ELSE job.leased_at END,
+    visible_at = CASE WHEN lease.runnable THEN %(until)s ELSE job.visible_at END,
+    lease_token = CASE WHEN lease.runnable THEN 'lease-' || nextval('jobqueue_lease') ELSE job.lease_token END,
+    serial = CASE WHEN lease.runnable THEN nextval('jobqueue_serial') ELSE job.serial END,
+    fencing_token = CASE WHEN lease.runnable THEN nextval('jobqueue_fencing') ELSE job.fencing_token END
+FROM no_disk_wait, lease
+WHERE job.ctid = lease.at
 
 -- name: bury_due
--- The jobs a claim found due but not to run (its `ended_ids`): a final attempt whose lease
+-- The jobs a claim found due but not to run (its rows with `ended`): a final attempt whose lease
 -- ran out, or a deadline passed (no attempt used), dead-lettered with the reason. Each
 -- condition is checked again: another worker's claim may have buried the job since, or its
 -- holder's late ack or fail finished it.
@@ -491,8 +498,8 @@ WHERE job.id = ANY(%(ids)b::text[]) AND job.died_at IS NULL AND NOT job.cancelle
 RETURNING job.id;
 
 -- name: drop_cancelled
--- The jobs a claim found cancelled while leased with their lease run out (its
--- `cancelled_ids`), moved to jobqueue_finished as cancelled, their unique windows started
+-- The jobs a claim found cancelled while leased with their lease run out (its rows with
+-- `cancelled`), moved to jobqueue_finished as cancelled, their unique windows started
 -- (hold_finished). Each condition is checked again: the holder's late ack or fail may have
 -- finished the job since (finish_cancelled), or another worker's claim and drop.
 WITH dropped AS (
