@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import psycopg
 import pytest
+from postgres_support import vacuum_left_no_dead_rows
 from waiting import wait_until
 
 from jobqueue import InvalidSettingError, JobQueue, ManualClock
@@ -128,7 +129,7 @@ def test_vacuum_keeps_the_dead_rows_while_a_transaction_is_open_and_removes_them
         holder.close()
     # The server ends the session a moment after the client closes it: wait for that event.
     wait_until(lambda: queue.cleanup_held_back().oldest is None, "the holder's session to end")
-    vacuum(pg_conninfo)
+    wait_until(lambda: vacuum_left_no_dead_rows(pg_conninfo), "a VACUUM that frees every dead row")
     report = queue.cleanup_held_back()
     assert (report.oldest, report.dead_rows, report.live_rows) == (None, 0, 0)
 
