@@ -363,10 +363,11 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE id = ANY(%(ids)b::text[]);
 -- has passed (expired, no attempt used), is not leased but returned with `ended` true, for
 -- `bury_due` right after; a job cancelled while leased, whose lease ran out (its holder
 -- never acked nor failed it), is returned with `cancelled` true, for `drop_cancelled`. Both
--- are rare: the update rewrites their rows as they were, so that one write returns them
--- beside the jobs it leases; another write in this statement, or a list of them beside
--- the rows (the statement's top level a SELECT over the update's rows, kept in a CTE), cost
--- every claim even with nothing to bury (a claim of 100: about 2 us of server time per job).
+-- are rare: the update writes a new version of their rows with the same values, so that one
+-- write returns them beside the jobs it leases; another write in this statement, or a list
+-- of them beside the rows (the statement's top level a SELECT over the update's rows, kept
+-- in a CTE), cost every claim even with nothing to bury (a claim of 100: about 2 us of
+-- server time per job).
 -- `/* lease */` becomes the lease written on the jobs picked: `lease_in_claim_order` here,
 -- `lease_one` in `claim_one`, this statement for one job (PostgresQueue.claim_many).
 -- `/* types */` becomes a worker's filter in `claim_types` (PostgresQueue.claim_many): a
@@ -443,9 +444,12 @@ RETURNING {job_columns}, job.lease_token, job.serial, lease.ended, lease.cancell
 -- The end of `claim` for any limit (its `/* lease */`): `lease` numbers the jobs to lease in
 -- claim order: each gets its new serial (its place once the lease runs out), its lease
 -- token and its fencing token there, in that order; a job to bury or drop gets none, and
--- the update writes its row as it was (`claim`). The update finds its rows by `ctid`, where
--- `due` locked them (a row we hold cannot move): a TID scan, in a nested loop over `lease`
--- (the queue's own connection plans no sequential scan, see generic_plans).
+-- the update writes its row again with the same values (`claim`). The update finds its rows
+-- by `ctid`, where `due` locked them: a TID scan, in a nested loop over `lease` (on the
+-- queue's own connection a sequential scan is priced out, see generic_plans). A row another
+-- session updated after this statement's snapshot, and that still met `due`'s conditions,
+-- is locked in its new version, which this update cannot see: it drops out, and the claim
+-- returns one job short (rare: another claim that rewrote a job to bury or drop).
 ), lease AS MATERIALIZED (
     -- nextval runs after the ORDER BY (PostgreSQL evaluates volatile output columns last)
     SELECT due_ctid AS at, runnable, (spent OR expired) AND NOT cancelled AS ended, cancelled,
