@@ -10,6 +10,11 @@
 -- {new_values} for the columns an enqueue fills, after the id, type and payload.
 -- Arrays of text go as %(name)b, in binary: psycopg sends each string as it is, where the
 -- text form would quote and escape every element in Python (slower than the statement).
+-- The hot statements read their arrays with unnest in a select list, several side by side
+-- (PostgreSQL runs them in step, one element of each per row), never in FROM: a function
+-- in FROM is first stored whole, and its rows then read back, where the select list hands
+-- them on as they come (measured: about 0.5 us less server time per job, on an enqueue
+-- and on an ack of 100).
 -- One table holds live and dead jobs (died_at is NULL while a job lives), so the primary
 -- key alone keeps an id unique across waiting, leased and dead jobs, even between processes.
 
@@ -264,7 +269,8 @@ SELECT EXISTS (SELECT FROM pg_tables WHERE schemaname = current_schema() AND tab
 -- without a window holds it) is given back by `unhold_live`.
 WITH wanted AS MATERIALIZED (
     SELECT n, coalesce(id, 'job-' || nextval('jobqueue_job_id')) AS id, payload
-    FROM unnest(%(ids)b::text[], %(payloads)b::text[]) WITH ORDINALITY AS w (id, payload, n)
+    FROM (SELECT generate_subscripts(%(payloads)b::text[], 1) AS n, unnest(%(ids)b::text[]) AS id,
+                 unnest(%(payloads)b::text[]) AS payload) AS w
 ), gate AS (
     INSERT INTO jobqueue_held AS held (id, type, payload, unique_for_s, held_until)
     SELECT id, %(type)s, payload, %(unique_for_s)s::float8, 'Infinity' FROM wanted
@@ -305,7 +311,7 @@ ORDER BY wanted.n;
 -- the payloads from `wanted`, not from the insert, whose order SQL does not promise.
 WITH wanted AS MATERIALIZED (
     SELECT n, 'job-' || nextval('jobqueue_job_id') AS id, payload
-    FROM unnest(%(payloads)b::text[]) WITH ORDINALITY AS w (payload, n)
+    FROM (SELECT generate_subscripts(%(payloads)b::text[], 1) AS n, unnest(%(payloads)b::text[]) AS payload) AS w
 ), added AS (
     INSERT INTO jobqueue_jobs ({new_columns})
     SELECT id, %(type)s, payload, {new_values} FROM wanted ORDER BY n
@@ -532,7 +538,8 @@ SELECT count(*) FROM dropped;
 -- never its fencing token, so the crashed claim's holder cannot ack, fail, extend or give
 -- back the new holder's lease.
 DELETE FROM jobqueue_jobs AS job
-USING unnest(%(ids)b::text[], %(tokens)b::text[], %(fencings)b::bigint[]) AS held (id, token, fencing)
+USING (SELECT unnest(%(ids)b::text[]) AS id, unnest(%(tokens)b::text[]) AS token,
+              unnest(%(fencings)b::bigint[]) AS fencing) AS held
 WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
   AND job.fencing_token = held.fencing AND NOT job.cancelled
 RETURNING job.lease_token;
@@ -550,7 +557,8 @@ RETURNING job.lease_token;
 -- jobqueue_finished in the same statement, marked done at %(now)s.
 WITH gone AS (
     DELETE FROM jobqueue_jobs AS job
-    USING unnest(%(ids)b::text[], %(tokens)b::text[], %(fencings)b::bigint[]) AS held (id, token, fencing)
+    USING (SELECT unnest(%(ids)b::text[]) AS id, unnest(%(tokens)b::text[]) AS token,
+                  unnest(%(fencings)b::bigint[]) AS fencing) AS held
     WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
       AND job.fencing_token = held.fencing
       AND NOT job.cancelled
@@ -567,7 +575,8 @@ SELECT lease_token FROM gone;
 -- last error. Run only when an ack found fewer jobs than it was given, or by a fail.
 WITH gone AS (
     DELETE FROM jobqueue_jobs AS job
-    USING unnest(%(ids)b::text[], %(tokens)b::text[], %(fencings)b::bigint[]) AS held (id, token, fencing)
+    USING (SELECT unnest(%(ids)b::text[]) AS id, unnest(%(tokens)b::text[]) AS token,
+                  unnest(%(fencings)b::bigint[]) AS fencing) AS held
     WHERE job.id = ANY(%(ids)b::text[]) AND job.id = held.id AND job.lease_token = held.token
       AND job.fencing_token = held.fencing AND job.cancelled
     RETURNING job.*
@@ -740,8 +749,8 @@ FROM jobqueue_jobs;
 -- name: count_outcomes
 -- The rows come sorted by key, so two processes adding to the same rows lock them in the same order.
 INSERT INTO jobqueue_outcomes_by_key (second, type, queue, done, failed)
-SELECT * FROM unnest(%(seconds)s::bigint[], %(types)b::text[], %(queues)b::text[], %(done)s::bigint[],
-                     %(failed)s::bigint[])
+SELECT unnest(%(seconds)s::bigint[]), unnest(%(types)b::text[]), unnest(%(queues)b::text[]),
+       unnest(%(done)s::bigint[]), unnest(%(failed)s::bigint[])
 ON CONFLICT (second, type, queue) DO UPDATE
 SET done = jobqueue_outcomes_by_key.done + excluded.done, failed = jobqueue_outcomes_by_key.failed + excluded.failed;
 
