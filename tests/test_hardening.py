@@ -616,7 +616,25 @@ def test_a_lease_of_a_job_is_the_lease_its_constructor_makes() -> None:
 
 
 def test_a_job_from_checked_values_needs_every_field() -> None:
-    job = jq.Job(id="j1", type="t", payload="{}")
+    job = jq.Job(  # a value of its own in every field, so that no two could trade places unseen
+        id="j1",
+        type="t",
+        payload="{}",
+        attempts=2,
+        max_attempts=7,
+        backoff=jq.Backoff(base_s=3.0, cap_s=90.0),
+        run_at=10.0,
+        leased_until=40.0,
+        leased_at=11.0,
+        last_error="boom",
+        priority=4,
+        expires_at=500.0,
+        expires_after_s=490.0,
+        fencing_token=9,
+        enqueued_at=8.0,
+        unique_for_s=60.0,
+        queue="emails",
+    )
     values = [getattr(job, name) for name in job.__dataclass_fields__]
     built = jq.Job.from_checked(*values)
     assert built == job
