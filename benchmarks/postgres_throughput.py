@@ -485,7 +485,7 @@ def main() -> None:
     rates: dict[tuple[str, int, int], float] = {}
     header = (
         f"{'queue':<19}  {'batch':>5}  {'workers':>7}  {'jobs/s':>8}  {'vs pgqueuer':>11}  {'vs leased':>9}"
-        f"  {'vs floor':>8}"
+        f"  {'vs floor':>8}  vs leased, round by round"
     )
     print(header)
     for batch in BATCHES:
@@ -504,6 +504,11 @@ def main() -> None:
                         f"  {rate / rates['pgqueuer', batch, workers]:>10.2f}x"
                         f"  {rate / rates['bare leased loop', batch, workers]:>8.2f}x"
                         f"  {rate / rates['bare psycopg loop', batch, workers]:>7.2f}x"
+                        "  "
+                        + " / ".join(
+                            f"{mine / theirs:.2f}"
+                            for mine, theirs in zip(samples[name], samples["bare leased loop"], strict=True)
+                        )
                     )
                 print(f"{name:<19}  {batch:>5}  {workers:>7}  {rate:>8,.0f}{ratios}", flush=True)
 
