@@ -51,10 +51,13 @@ Prints jobs/s per row, PostgresQueue's ratio to pgqueuer, to the bare leased loo
 the lease-less floor beside it, and the goals, each marked met or not met: PostgresQueue
 at least pgqueuer at batch 100; at least 0.8x the bare leased loop at batch 1 and at batch
 100; faster with 2 worker processes than with 1; the floor's ratio is printed with no
-goal. It exits with status 1 when a goal is missed (``benchmarks/README.md``, "Exit
-status"). Run: ``make bench`` or
+goal. With ``--aa`` the bare leased loop runs twice in each round, the second time as
+``leased loop again`` right after PostgresQueue, and its ratio to the first is printed
+beside PostgresQueue's: an A/A test, which says how far this run's ratios move when the
+code does not differ at all. It exits with status 1 when a goal is missed
+(``benchmarks/README.md``, "Exit status"). Run: ``make bench`` or
 ``.venv/bin/python benchmarks/postgres_throughput.py [--jobs N] [--workers 1 2 4] [--rounds R]
-[--skip-procrastinate]``;
+[--skip-procrastinate] [--aa]``;
 pgqueuer and procrastinate come with the ``bench`` extra (``pip install -e '.[bench]'``).
 
 Measured on the course's 2-core machine while other sessions loaded it (load average 8 to
@@ -94,6 +97,7 @@ from jobqueue.teaching.postgres_server import database_url, scratch_database
 
 BATCHES = (1, 100)
 QUEUES = ("PostgresQueue", "pgqueuer", "procrastinate", "bare leased loop", "bare psycopg loop")
+AGAIN = "leased loop again"  # --aa: the bare leased loop a second time, in a row of its own
 PGQUEUER_ENTRYPOINT = "send_receipt"
 PROCRASTINATE_TASK = "send_receipt"
 PROCRASTINATE_CONCURRENCY_AT_BATCH_100 = 10
@@ -391,6 +395,7 @@ IMPLEMENTATIONS: dict[str, tuple[Callable[[str], None], Worker, Callable[[str], 
     "procrastinate": (procrastinate_setup, procrastinate_worker, procrastinate_left),
     "bare psycopg loop": (bare_setup, bare_worker, bare_left),
     "bare leased loop": (leased_setup, leased_worker, leased_left),
+    AGAIN: (leased_setup, leased_worker, leased_left),
 }
 
 
@@ -470,8 +475,16 @@ def main() -> None:
         action="store_true",
         help="leave procrastinate out (no goal rests on it; its rows at batch 100 take the longest)",
     )
+    parser.add_argument(
+        "--aa",
+        action="store_true",
+        help="also run the bare leased loop a second time, second in each round, and print its"
+        " ratio to itself (an A/A test: how far this run's ratios move with no difference in the code)",
+    )
     args = parser.parse_args()
     queues = [name for name in QUEUES if not (args.skip_procrastinate and name == "procrastinate")]
+    if args.aa:
+        queues.insert(1, AGAIN)
     server_url = database_url()
     jobs = {1: args.jobs, 100: args.jobs_at_100}
     print(
@@ -499,7 +512,7 @@ def main() -> None:
             for name in queues:
                 rate = rates[name, batch, workers]
                 ratios = ""
-                if name == "PostgresQueue":
+                if name in ("PostgresQueue", AGAIN):
                     ratios = (
                         f"  {rate / rates['pgqueuer', batch, workers]:>10.2f}x"
                         f"  {rate / rates['bare leased loop', batch, workers]:>8.2f}x"
@@ -534,6 +547,13 @@ def main() -> None:
         )
     for batch in BATCHES:
         print(f"  (no goal) the lease-less floor at batch {batch}: {ratio('bare psycopg loop', batch):.2f}x")
+    if args.aa:
+        for batch in BATCHES:
+            same = [rates[AGAIN, batch, w] / rates["bare leased loop", batch, w] for w in args.workers]
+            print(
+                f"  (no goal) A/A, the bare leased loop against itself at batch {batch}:"
+                f" {' / '.join(f'{r:.2f}' for r in same)}x ({' / '.join(map(str, args.workers))} workers)"
+            )
     if 1 in args.workers and 2 in args.workers:
         for batch in BATCHES:
             one, two = rates["PostgresQueue", batch, 1], rates["PostgresQueue", batch, 2]
