@@ -12,8 +12,11 @@ lasts long enough to measure), each with the payload ``{"order_id": i, "email":
 "customer@example.com"}``.
 
 A row is one queue at one batch size with 1, 2 or 4 worker processes, run ``--rounds``
-times (default 3) with the four queues taking turns; the median of its rounds counts, so
-that a burst of load from elsewhere on the machine costs one round, not one queue's row.
+times (default 3) with the queues taking turns, in an order drawn afresh each round (a
+seeded shuffle, the same in every run): a queue holds no fixed place in the round and
+follows no fixed queue, so whatever one row leaves behind on the server or the disk falls
+on a different queue each time. The median of a row's rounds counts, so that a burst of
+load from elsewhere on the machine costs one round, not one queue's row.
 Each process opens its connection and warms up: it enqueues one batch and, once every
 process has, claims and acks until nothing is left, so that a row measures running
 workers, not a process's first statements. Then (timed from here) it enqueues its share of
@@ -51,10 +54,10 @@ Prints jobs/s per row, PostgresQueue's ratio to pgqueuer, to the bare leased loo
 the lease-less floor beside it, and the goals, each marked met or not met: PostgresQueue
 at least pgqueuer at batch 100; at least 0.8x the bare leased loop at batch 1 and at batch
 100; faster with 2 worker processes than with 1; the floor's ratio is printed with no
-goal. With ``--aa`` the bare leased loop runs twice in each round, the second time as
-``leased loop again`` right after PostgresQueue, and its ratio to the first is printed
-beside PostgresQueue's: an A/A test, which says how far this run's ratios move when the
-code does not differ at all. It exits with status 1 when a goal is missed
+goal. With ``--aa`` the bare leased loop runs twice in each round, once more as ``leased
+loop again``, and its ratio to the bare leased loop is printed beside PostgresQueue's, as
+PostgresQueue's is: an A/A test, which says how far this run's ratios move when the code
+does not differ at all. It exits with status 1 when a goal is missed
 (``benchmarks/README.md``, "Exit status"). Run: ``make bench`` or
 ``.venv/bin/python benchmarks/postgres_throughput.py [--jobs N] [--workers 1 2 4] [--rounds R]
 [--skip-procrastinate] [--aa]``;
@@ -81,6 +84,7 @@ import json
 import logging
 import multiprocessing
 import os
+import random
 import statistics
 import sys
 import time
@@ -98,6 +102,7 @@ from jobqueue.teaching.postgres_server import database_url, scratch_database
 BATCHES = (1, 100)
 QUEUES = ("PostgresQueue", "pgqueuer", "procrastinate", "bare leased loop", "bare psycopg loop")
 AGAIN = "leased loop again"  # --aa: the bare leased loop a second time, in a row of its own
+ORDER_SEED = 21  # the rounds' orders: drawn at random, the same in every run
 PGQUEUER_ENTRYPOINT = "send_receipt"
 PROCRASTINATE_TASK = "send_receipt"
 PROCRASTINATE_CONCURRENCY_AT_BATCH_100 = 10
@@ -478,8 +483,8 @@ def main() -> None:
     parser.add_argument(
         "--aa",
         action="store_true",
-        help="also run the bare leased loop a second time, second in each round, and print its"
-        " ratio to itself (an A/A test: how far this run's ratios move with no difference in the code)",
+        help="also run the bare leased loop a second time in each round and print its ratio to"
+        " itself (an A/A test: how far this run's ratios move with no difference in the code)",
     )
     args = parser.parse_args()
     queues = [name for name in QUEUES if not (args.skip_procrastinate and name == "procrastinate")]
@@ -493,9 +498,10 @@ def main() -> None:
     )
     print(
         "jobs/s for enqueue + claim + ack, from the first enqueue to the last ack;"
-        f" median of {args.rounds} rounds, the queues taking turns"
+        f" median of {args.rounds} rounds, the queues taking turns in a shuffled order"
     )
     rates: dict[tuple[str, int, int], float] = {}
+    order = random.Random(ORDER_SEED)
     header = (
         f"{'queue':<19}  {'batch':>5}  {'workers':>7}  {'jobs/s':>8}  {'vs pgqueuer':>11}  {'vs leased':>9}"
         f"  {'vs floor':>8}  vs leased, round by round"
@@ -505,7 +511,7 @@ def main() -> None:
         for workers in args.workers:
             samples: dict[str, list[float]] = {name: [] for name in queues}
             for _ in range(args.rounds):  # a burst of load elsewhere hits one round, not one queue
-                for name in queues:
+                for name in order.sample(queues, len(queues)):
                     samples[name].append(run_row(server_url, name, jobs[batch], batch, workers))
             for name in queues:
                 rates[name, batch, workers] = statistics.median(samples[name])
