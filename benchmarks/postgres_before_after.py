@@ -16,9 +16,10 @@ server must run on this machine), and the CPU seconds of the client processes pe
 
 Run: ``.venv/bin/python benchmarks/postgres_before_after.py --before 6b58660`` (no goal of its
 own: the figure is the ratio, read against the issue's bar). ``--before HEAD`` on a clean
-working tree runs the same code twice, an A/A test of the run's own spread: on the course's 2-core machine
-(2026-12-03) it printed jobs/s ratios of 0.95 / 1.11 / 0.99 (5 rounds) and 0.88 / 1.03 /
-0.99 (9 rounds) with 1 / 2 / 4 processes, so a single run cannot tell 10 % apart there.
+working tree runs the same code twice, an A/A test of the run's own spread: on the course's
+2-core machine (2026-12-03) it printed jobs/s ratios of 0.95 / 1.11 / 0.99 (5 rounds) and
+0.88 / 1.03 / 0.99 (9 rounds) with 1 / 2 / 4 processes, so a single run cannot tell 10 %
+apart there.
 """
 
 from __future__ import annotations
