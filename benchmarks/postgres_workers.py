@@ -9,8 +9,10 @@ documented command, and the clock runs until the last of them has exited, every 
 So a row counts what a user waits for: the processes' start (Python's imports, the
 connection), the claims, the handler calls, the acks, each worker's logging (to
 ``/dev/null``) and its way out once the queue is empty. Each row runs ``--rounds`` times
-(default 3), the queues taking turns; the median counts. Afterwards every row checks that
-no job is left and none failed.
+(default 3), the queues taking turns in an order drawn afresh each round (a seeded shuffle,
+the same in every run, as in ``postgres_throughput.py``: no queue holds a fixed place or
+follows a fixed queue); the median counts. Afterwards every row checks that no job is left
+and none failed.
 
 Before the first row, the bytecode of jobqueue's modules and of this one is written, as pip
 writes the peers' at their install: jobqueue is installed in editable mode, whose bytecode is
@@ -47,6 +49,7 @@ import asyncio
 import json
 import logging
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -68,6 +71,7 @@ if TYPE_CHECKING:
 URL_VARIABLE = "JOBQUEUE_BENCH_WORKERS_URL"
 """Names the row's database to the worker processes (pgqueuer's factory, procrastinate's app)."""
 QUEUES = ("jobqueue", "pgqueuer", "procrastinate")
+ORDER_SEED = 21  # the rounds' orders: drawn at random, the same in every run
 TASK = "send_receipt"
 ENQUEUE_BATCH = 1_000
 CONCURRENCY = 10
@@ -332,14 +336,15 @@ def main() -> None:
     print(f"{server_settings(server)}; {args.jobs:,} no-op jobs a row; {os.cpu_count()} CPU cores")
     print(
         "seconds from starting the worker processes to the last one's exit, every job done;"
-        f" median of {args.rounds} rounds, the queues taking turns"
+        f" median of {args.rounds} rounds, the queues taking turns in a shuffled order"
     )
     print(f"{'queue':<13}  {'workers':>7}  {'seconds':>8}  {'jobs/s':>7}  jobqueue's speed against it")
     seconds: dict[tuple[str, int], float] = {}
+    order = random.Random(ORDER_SEED)
     for workers in args.workers:
         samples: dict[str, list[float]] = {name: [] for name in QUEUES}
         for _ in range(args.rounds):  # a burst of load elsewhere hits one round, not one queue
-            for name in QUEUES:
+            for name in order.sample(QUEUES, len(QUEUES)):
                 samples[name].append(run_row(server, name, args.jobs, workers))
         for name in QUEUES:
             seconds[name, workers] = took = statistics.median(samples[name])
