@@ -152,8 +152,17 @@ def make_procrastinate_app(url: str) -> Any:
     return app
 
 
-if URL_VARIABLE in os.environ:  # a procrastinate worker process: ``--app`` names this
-    procrastinate_app = make_procrastinate_app(os.environ[URL_VARIABLE])
+def __getattr__(name: str) -> Any:
+    """``procrastinate_app``, made on first use: what a procrastinate worker's ``--app`` names.
+
+    Made here rather than at import: jobqueue's and pgqueuer's worker processes import this
+    module too, for their handlers, and must not spend procrastinate's imports (about 45 ms).
+    """
+    if name == "procrastinate_app" and URL_VARIABLE in os.environ:
+        app = make_procrastinate_app(os.environ[URL_VARIABLE])
+        globals()[name] = app
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -- a row -----------------------------------------------------------------------------
