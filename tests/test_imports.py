@@ -3,12 +3,15 @@
 A worker on PostgreSQL starts as many processes as a deployment wants, and each pays for
 its imports: DuckDB was a third of ``import jobqueue.cli`` (benchmarks/postgres_workers.py
 counts the processes' start in its seconds). And ``import jobqueue`` must work for a DuckDB
-course without psycopg.
+course without psycopg. That benchmark's own module, which every worker process it starts
+imports, must not load the peer queues either.
 """
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from waiting import HANG_GUARD_S
 
@@ -36,3 +39,30 @@ def test_import_jobqueue_loads_no_driver_and_durable_queue_loads_duckdb_on_first
     assert loaded_after("import jobqueue, jobqueue.cli") == set()
     code = "import jobqueue as jq\nfrom jobqueue import DurableQueue\nassert jq.DurableQueue is DurableQueue"
     assert loaded_after(code) == {"duckdb"}
+
+
+def test_the_benchmarks_jobqueue_worker_processes_load_no_peer_queue() -> None:
+    """benchmarks/postgres_workers.py times worker processes from their start, imports included.
+
+    Each worker process of the three queues imports that module for its handlers, with the
+    row's database named in its environment; procrastinate's app, which only procrastinate's
+    worker asks for, must be made then and not at import: before, jobqueue's and pgqueuer's
+    processes loaded procrastinate too (about 37 ms of CPU each, counted as theirs).
+    """
+    benchmarks = Path(__file__).resolve().parent.parent / "benchmarks"
+    script = (
+        f"import sys; sys.path.insert(0, {str(benchmarks)!r})\n"
+        "import postgres_workers\n"
+        "postgres_workers.jobqueue_handlers\n"
+        "import json; print(json.dumps(sorted({'procrastinate', 'pgqueuer'} & set(sys.modules))))"
+    )
+    env = os.environ | {"JOBQUEUE_BENCH_WORKERS_URL": "postgresql://nobody@127.0.0.1:1/none"}
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        timeout=HANG_GUARD_S,
+    ).stdout
+    assert json.loads(out) == []
