@@ -22,6 +22,7 @@ SHARED = {
     "migration_3",
     "enqueue",
     "enqueue_fresh",
+    "enqueue_one",
     "find",
     "claim",
     "ack",

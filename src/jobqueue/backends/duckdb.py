@@ -342,6 +342,8 @@ class DurableQueue(SqlQueue):
     ) -> list[Job]:
         """Insert jobs under fresh ids ``job-N``, in one statement that DuckDB commits on its own.
 
+        One statement: ``enqueue_one`` for one job, ``enqueue_fresh`` for more.
+
         No id check is needed: N comes from a sequence that :meth:`_reserve_ids` keeps above
         every id of that form given explicitly, so no other job can hold it. With a unique
         ``window``, their ids are held too, in the same transaction.
@@ -350,9 +352,13 @@ class DurableQueue(SqlQueue):
             return []
         with self._transaction() if window is not None else self._connection() as con:
             now = self.clock.now()
+            statement, values = (
+                (SQL["enqueue_one"], {"payload": data[0]})
+                if len(data) == 1
+                else (SQL["enqueue_fresh"], {"payloads": data})
+            )
             rows = con.execute(
-                SQL["enqueue_fresh"],
-                {"payloads": data} | new_job_values(job_type, policy, now, priority, window, queue),
+                statement, values | new_job_values(job_type, policy, now, priority, window, queue)
             ).fetchall()
             if window is not None:
                 self._hold(
