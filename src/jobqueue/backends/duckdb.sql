@@ -252,18 +252,19 @@ UNION ALL SELECT {dead_job_columns} FROM jobqueue_dead WHERE id IN (SELECT unnes
 
 -- name: due
 -- While the live jobs have one priority: lets DuckDB's top-N skip blocks of later rows.
--- $types: the job types a worker has handlers for (a list), or NULL for any; $queues: the
--- named queues to claim from (a list), or NULL for every queue. The third column: the job
--- must not run (spent, expired, or cancelled while leased).
+-- The third column: the job must not run (spent, expired, or cancelled while leased).
+-- `/* types */` becomes a claim's filter, in statements of their own (duckdb._due_statement):
+-- the job types a worker has handlers for ($types, a list) and the named queues to claim
+-- from ($queues, a list). One statement for every claim, each filter written as
+-- `($types IS NULL OR list_contains($types, type))`, cost a claim of 100 with no filter
+-- about 0.14 ms of its 1.2 ms in this statement (measured at 1k to 100k jobs waiting).
 SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false) OR cancelled
-FROM jobqueue_jobs WHERE visible_at <= $now AND ($types IS NULL OR list_contains($types, type))
-AND ($queues IS NULL OR list_contains($queues, queue))
+FROM jobqueue_jobs WHERE visible_at <= $now /* types */
 ORDER BY visible_at, serial LIMIT $limit;
 
 -- name: due_by_priority
 SELECT rowid, id, attempts >= max_attempts OR coalesce(expires_at < $now, false) OR cancelled
-FROM jobqueue_jobs WHERE visible_at <= $now AND ($types IS NULL OR list_contains($types, type))
-AND ($queues IS NULL OR list_contains($queues, queue))
+FROM jobqueue_jobs WHERE visible_at <= $now /* types */
 ORDER BY priority DESC, visible_at, serial LIMIT $limit;
 
 -- name: claim
