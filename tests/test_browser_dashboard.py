@@ -72,6 +72,30 @@ def running(arguments: list[str], log: Path) -> Iterator[tuple[str, subprocess.P
         process.wait(timeout=30)
 
 
+CLASHING_TIME_LABELS = """() => {
+    // The chart's time axis, as uPlot drew it on its canvas: each label's lines, centred on
+    // their tick. Two labels' lines at the same height that overlap are a clash.
+    const axis = chart.axes[0];
+    const pen = document.createElement("canvas").getContext("2d");
+    pen.font = axis.font[0];
+    const rows = [];
+    axis._splits.forEach((at, i) => {
+        String(axis._values[i] ?? "").split("\\n").forEach((text, line) => {
+            if (text) (rows[line] ||= []).push([chart.valToPos(at, "x"), pen.measureText(text).width, text]);
+        });
+    });
+    const clashes = [];
+    for (const row of rows.filter(Boolean)) {
+        for (let i = 1; i < row.length; i++) {
+            const [x0, w0, t0] = row[i - 1], [x1, w1, t1] = row[i];
+            if (x1 - x0 < (w0 + w1) / 2) clashes.push(`${t0} / ${t1}`);
+        }
+    }
+    return clashes;
+}"""
+"""JavaScript: the pairs of labels of the chart's time axis whose text overlaps (none on a good page)."""
+
+
 def cell(page: Page, job_type: str, state: str) -> str:
     return page.locator(f'#by-type tr[data-type="{job_type}"] td[data-state="{state}"]').inner_text()
 
@@ -113,6 +137,7 @@ def test_dashboard_shows_a_running_worker_then_replays_a_dead_letter(
                     && document.querySelector('#dead tr[data-id="receipt-7"]') !== null"""
             )
             assert int(page.locator(reports_done).inner_text()) >= 1
+            assert page.evaluate(CLASHING_TIME_LABELS) == []
             shot = screenshot(page, "dashboard")
             process.terminate()  # SIGTERM: the worker gives its jobs back and stops
             assert process.wait(timeout=60) == 0

@@ -138,6 +138,12 @@ function drawDead(snap) {
   document.querySelector("#dead tbody").replaceChildren(...rows);
 }
 
+const TIME_STEPS_S = [60, 120, 300, 600, 900, 1800, 3600];
+
+function clockTime(epochSeconds) {
+  return new Date(epochSeconds * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+}
+
 function drawChart(snap) {
   const xs = snap.rates.map((r) => r.start);
   const data = [xs, snap.rates.map((r) => r.per_s), snap.rates.map((r) => r.failure_rate * 100)];
@@ -154,7 +160,9 @@ function drawChart(snap) {
           { label: "failure rate %", stroke: "#c0392b", width: 2, scale: "rate", points: { show: false } },
         ],
         axes: [
-          {},
+          // Whole minutes as 24-hour clock times, one line each: uPlot's default put the
+          // date and time under the first tick, wider than the gap to the next label.
+          { space: 60, incrs: TIME_STEPS_S, values: (u, ticks) => ticks.map(clockTime) },
           { scale: "jobs", label: "jobs / s", size: 60 },
           { scale: "rate", side: 1, label: "failed %", grid: { show: false }, size: 50 },
         ],
