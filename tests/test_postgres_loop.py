@@ -10,10 +10,11 @@ timeout and TCP keepalives.
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import psycopg
 import pytest
-from waiting import wait_until_async, within_hang_guard
+from waiting import HANG_GUARD_S, hang, wait_until, wait_until_async, within_hang_guard
 
 import jobqueue as jq
 from jobqueue.backends.postgres import _connect_options
@@ -122,3 +123,44 @@ def test_connections_get_a_connect_timeout_and_keepalives_unless_the_url_sets_th
         keepalive_idle_s=30,
     )
     assert "connect_timeout" not in mine and "keepalives_idle" not in mine
+
+
+def test_the_connection_of_a_thread_that_ended_is_closed_when_another_thread_connects(
+    pg_conninfo: str,
+) -> None:
+    # Each thread that calls the queue gets a connection of its own. A server's worker
+    # threads come and go (anyio retires an idle one after 10 s; Starlette's test client
+    # starts new ones for each request): the connection of a thread that ended must not stay
+    # open on the server until the queue closes. Before, every one of them did.
+    def used_by_a_new_thread() -> tuple[psycopg.Connection[object], int]:
+        """The connection a new thread used for a call, and its server process."""
+        used: list[tuple[psycopg.Connection[object], int]] = []
+
+        def call() -> None:
+            len(queue)  # a read on this thread's connection
+            con = queue._own()
+            used.append((con, con.info.backend_pid))
+
+        thread = threading.Thread(target=call)
+        thread.start()
+        thread.join(timeout=HANG_GUARD_S)
+        assert not thread.is_alive() and len(used) == 1, hang("a call on a new thread")
+        return used[0]
+
+    with jq.PostgresQueue(pg_conninfo) as queue:
+        earlier = [used_by_a_new_thread() for _ in range(4)]
+        last, last_pid = used_by_a_new_thread()
+        assert all(con.closed for con, _ in earlier)  # each closed as the next thread connected
+        assert not last.closed  # its thread has ended, but no other thread has connected since
+        pids = {pid for _, pid in earlier}
+        wait_until(lambda: not _backends(pg_conninfo) & pids, "the ended threads' backends exiting")
+        assert last_pid in _backends(pg_conninfo)
+
+
+def _backends(url: str) -> set[int]:
+    """The server processes of the other sessions on this database."""
+    with psycopg.connect(url, autocommit=True) as con:
+        rows = con.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return {pid for (pid,) in rows}

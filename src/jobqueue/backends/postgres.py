@@ -318,7 +318,8 @@ class PostgresQueue(SqlQueue):
         # .con: this thread's connection; .fenced: its floor raised; .lost: self._lost when it
         # opened; .skip_scan: the claim's form for its server (see SKIP_SCAN_VERSION)
         self._local = threading.local()
-        self._cons: list[psycopg.Connection[Any]] = []  # every connection opened, to close
+        # every connection open, with the thread it serves: to close at close(), or once its thread ends
+        self._cons: list[tuple[threading.Thread, psycopg.Connection[Any]]] = []
         self._lost = 0  # how many times a connection was found lost: the others are suspect too
         self._connect_options = _connect_options(
             conninfo,
@@ -350,7 +351,7 @@ class PostgresQueue(SqlQueue):
                 return
             with suppress(QueueUnavailableError):  # counts lost with the server: only metrics use them
                 self._outcomes.write(self.clock.now(), self._store_outcomes)
-            for con in self._cons:
+            for _, con in self._cons:
                 con.close()
             if self._listener is not None:
                 self._listener.pgconn.finish()  # an async connection's socket, closed without a loop
@@ -766,7 +767,16 @@ class PostgresQueue(SqlQueue):
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from exc
         with self._lock:
-            self._cons = [*(c for c in self._cons if not c.closed), con]
+            # The connections of threads that have ended are closed here: no thread can use
+            # them again, and a server's worker threads come and go (anyio retires one idle
+            # for 10 s), so they would pile up on the server until the queue closed.
+            ended = [c for thread, c in self._cons if not thread.is_alive()]
+            self._cons = [
+                *((t, c) for t, c in self._cons if t.is_alive() and not c.closed),
+                (threading.current_thread(), con),
+            ]
+        for other in ended:
+            other.close()
         skip_scan = not self.transaction_pooler and con.info.server_version >= SKIP_SCAN_VERSION
         self._local.con, self._local.fenced, self._local.lost, self._local.skip_scan = (
             con,
