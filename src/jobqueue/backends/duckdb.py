@@ -710,8 +710,7 @@ class DurableQueue(SqlQueue):
         with self._connection() as con:  # two reads, no commit to wait for
             now = self.clock.now()
             rows = con.execute(SQL["census"], {"now": now}).fetchall()
-            oldest = con.execute(SQL["oldest_waiting"], {"now": now}).fetchall()[0][0]
-            enqueued = con.execute(SQL["oldest_enqueued"], {"now": now}).fetchall()[0][0]
+            ((oldest, enqueued),) = con.execute(SQL["oldest_ages"], {"now": now}).fetchall()
         by_type, by_queue = tally_by_queue(rows)
         return Census(
             at=now,

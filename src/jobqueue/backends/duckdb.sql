@@ -461,13 +461,13 @@ FROM jobqueue_jobs GROUP BY ALL
 UNION ALL SELECT 'dead', queue, type, count(*) FROM jobqueue_dead GROUP BY queue, type
 UNION ALL SELECT 'cancelled', queue, type, count(*) FROM jobqueue_finished WHERE outcome = 'cancelled' GROUP BY queue, type;
 
--- name: oldest_enqueued
--- The census's age since enqueue: the oldest job not under a lease, by its enqueue time.
-SELECT coalesce(max($now - coalesce(enqueued_at, run_at)), 0.0) FROM jobqueue_jobs
-WHERE coalesce(leased_until <= $now, true);
-
--- name: oldest_waiting
-SELECT coalesce(max($now - visible_at), 0.0) FROM jobqueue_jobs WHERE visible_at <= $now;
+-- name: oldest_ages
+-- The census's two ages in one read of the jobs (as two statements: 1.0 and 1.4 ms at 100k
+-- jobs waiting; as one: 1.7 ms): the oldest due job's wait, and the oldest job not under a
+-- lease by its enqueue time (the age since enqueue).
+SELECT coalesce(max($now - visible_at) FILTER (WHERE visible_at <= $now), 0.0),
+       coalesce(max($now - coalesce(enqueued_at, run_at)) FILTER (WHERE coalesce(leased_until <= $now, true)), 0.0)
+FROM jobqueue_jobs;
 
 -- name: leased_jobs
 SELECT {job_columns} FROM jobqueue_jobs WHERE leased_until > $now ORDER BY leased_until, id LIMIT $limit;
