@@ -156,7 +156,8 @@ def __getattr__(name: str) -> Any:
     """``procrastinate_app``, made on first use: what a procrastinate worker's ``--app`` names.
 
     Made here rather than at import: jobqueue's and pgqueuer's worker processes import this
-    module too, for their handlers, and must not spend procrastinate's imports (about 45 ms).
+    module too, for their handlers, and must not spend procrastinate's imports (about 37 ms
+    of CPU in each process).
     """
     if name == "procrastinate_app" and URL_VARIABLE in os.environ:
         app = make_procrastinate_app(os.environ[URL_VARIABLE])
