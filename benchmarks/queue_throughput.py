@@ -13,8 +13,8 @@ Each figure is taken apart from enqueueing (the backlog is built before the cloc
   ``timeit`` does: a collection of the drain's garbage can land on any call (0.1-0.2 ms on
   the course's machine) and is the process's cost, not the claim's. No collection is forced
   before it either: right after ``gc.collect()`` the same claim took 0.06 ms instead of
-  0.01 ms, in this code and in 6b58660's alike (2026-12-03), the allocator's cost after a
-  collection rather than the queue's.
+  0.01 ms, in this code and in 6b58660's alike (2026-12-03): a cost of the forced
+  collection, not of the queue.
 - **memory of a waiting job**: bytes per job (``tracemalloc``) of ``--drained`` waiting
   jobs, their payloads included, against a ``collections.deque`` of ``(id, JSON text)``
   tuples holding the same ids and payload texts: the least a queue can keep.
