@@ -770,11 +770,14 @@ class PostgresQueue(SqlQueue):
             # The connections of threads that have ended are closed here: no thread can use
             # them again, and a server's worker threads come and go (anyio retires one idle
             # for 10 s), so they would pile up on the server until the queue closed.
-            ended = [c for thread, c in self._cons if not thread.is_alive()]
-            self._cons = [
-                *((t, c) for t, c in self._cons if t.is_alive() and not c.closed),
-                (threading.current_thread(), con),
-            ]
+            kept: list[tuple[threading.Thread, psycopg.Connection[Any]]] = []
+            ended: list[psycopg.Connection[Any]] = []
+            for thread, other in self._cons:  # one look at each thread: it may end meanwhile
+                if not thread.is_alive():
+                    ended.append(other)
+                elif not other.closed:
+                    kept.append((thread, other))
+            self._cons = [*kept, (threading.current_thread(), con)]
         for other in ended:
             other.close()
         skip_scan = not self.transaction_pooler and con.info.server_version >= SKIP_SCAN_VERSION
