@@ -164,3 +164,28 @@ def _backends(url: str) -> set[int]:
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
         ).fetchall()
     return {pid for (pid,) in rows}
+
+
+def test_a_connection_opened_while_another_thread_found_its_own_lost_is_opened_again(
+    pg_conninfo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server restart kills every connection; the first thread to meet its dead one counts
+    # the loss (_lost), and every thread's connection opened before that count is opened
+    # again on its next call. A thread that was connecting at that moment may hold a killed
+    # connection too: it must not count as opened after the loss. (Seen beside a CPU hog:
+    # a Runner's ack met a killed connection that had been marked as opened after it.)
+    from jobqueue.backends import postgres
+
+    with jq.PostgresQueue(pg_conninfo) as queue:
+        connect = postgres.psycopg.connect
+
+        def connect_while_a_loss_is_counted(*args: object, **kwargs: object) -> object:
+            con = connect(*args, **kwargs)  # type: ignore[arg-type]
+            queue._lost += 1  # another thread, meanwhile, found its connection lost
+            return con
+
+        monkeypatch.setattr(postgres.psycopg, "connect", connect_while_a_loss_is_counted)
+        queue._lost += 1  # a loss found: this thread's next call opens its connection again
+        first = queue._own()
+        monkeypatch.setattr(postgres.psycopg, "connect", connect)
+        assert queue._own() is not first and first.closed

@@ -753,6 +753,9 @@ class PostgresQueue(SqlQueue):
             return con
         if con is not None:
             con.close()  # opened before a connection was lost: likely lost too
+        # Read before connecting: a connection another thread finds lost while this one
+        # connects may have been lost with it, so this one must not count as opened after.
+        lost = self._lost
         try:
             if self.transaction_pooler:  # no session state: see __init__
                 con = psycopg.connect(
@@ -784,7 +787,7 @@ class PostgresQueue(SqlQueue):
         self._local.con, self._local.fenced, self._local.lost, self._local.skip_scan = (
             con,
             False,
-            self._lost,
+            lost,
             skip_scan,
         )
         return con
