@@ -74,7 +74,6 @@ from jobqueue.backends.rows import (
     JOB_FIELDS,
     NEW_COLUMNS,
     Columns,
-    job_from_row,
     new_job_values,
     read_dead,
     salvage,
@@ -922,7 +921,7 @@ class PostgresQueue(SqlQueue):
         An unreadable row (corrupted in the table) is dead-lettered with the reason.
         """
         try:
-            return Lease.of(job_from_row(CLAIMED.job_row(row)), _LEASE_TOKEN_OF(row))
+            return Lease.of(CLAIMED.job(row), _LEASE_TOKEN_OF(row))
         except CorruptJobError as exc:
             self._bury_corrupt(con, salvage(CLAIMED.job_row(row), exc), now)
             return None

@@ -87,11 +87,23 @@ class Columns:
     def __init__(self, *names: str) -> None:
         self.names = names
         self._at = {name: index for index, name in enumerate(names)}
-        self._job = operator.itemgetter(*(self._at[name] for name in JOB_FIELDS))
+        self._job: Callable[[Sequence[Any]], Sequence[Any]] = (
+            operator.itemgetter(slice(len(JOB_FIELDS)))  # a slice: the job's columns come first
+            if names[: len(JOB_FIELDS)] == JOB_FIELDS
+            else operator.itemgetter(*(self._at[name] for name in JOB_FIELDS))
+        )
 
     def job_row(self, row: Sequence[Any]) -> JobRow:
         """The job columns of ``row``, by name."""
         return _new_row(JobRow, self._job(row))
+
+    def job(self, row: Sequence[Any]) -> Job:
+        """The job of ``row``, every value checked (:func:`job_from_row`), for a hot loop.
+
+        Raises:
+            CorruptJobError: as :func:`job_from_row`.
+        """
+        return job_from_row(self._job(row))
 
     def value(self, row: Sequence[Any], name: str) -> Any:
         """The value of column ``name`` in ``row``."""
@@ -189,56 +201,21 @@ def new_job_values(
     }
 
 
-def job_from_row(row: JobRow) -> Job:
-    """The :class:`Job` of a job row, every value checked.
+def job_from_row(row: Sequence[Any]) -> Job:
+    """The :class:`Job` of a job row (its values in :class:`JobRow`'s order), every value checked.
 
     Raises:
         CorruptJobError: naming the job and the first value that cannot be part of a job
             (a text where a count belongs, ``max_attempts`` of 0, a backoff of 0 s...).
-    """
-    if not _plain(row):
-        _check_values(row._asdict())  # names the first bad value, if any
-    try:
-        policy = _policy(row.max_attempts, row.base_s, row.cap_s)
-    except InvalidSettingError as exc:
-        raise CorruptJobError(f"the stored row of job {row.id!r} cannot be read: {exc}") from exc
-    return Job.from_checked(
-        row.id,
-        row.type,
-        row.payload,
-        row.attempts,
-        policy.max_attempts,
-        policy.backoff,
-        float(row.run_at),
-        row.leased_until,
-        row.leased_at,
-        row.last_error,
-        row.priority,
-        row.expires_at,
-        row.expires_after_s,
-        row.fencing_token,
-        row.enqueued_at,
-        row.unique_for_s,
-        row.queue,
-    )
-
-
-def _plain(row: JobRow) -> bool:
-    """Whether a row's values (its retry policy apart) are of exactly the usual types, in range.
-
-    A fast pass for nearly every row: it accepts only what :func:`_check_values` accepts,
-    and a row it turns down (a time stored as an int, a bad value) goes there, to be
-    accepted after all or refused with the first bad value named. Written out, without a
-    helper per value: it runs for every job claimed.
     """
     (
         id,
         type_name,
         payload,
         attempts,
-        _,  # max_attempts, base_s and cap_s: checked as a RetryPolicy (_policy)
-        _,
-        _,
+        max_attempts,
+        base_s,
+        cap_s,
         run_at,
         leased_until,
         leased_at,
@@ -252,7 +229,12 @@ def _plain(row: JobRow) -> bool:
         queue,
     ) = row
     inf = math.inf
-    return (
+    # A fast pass for nearly every row, written out without a helper per value (it runs for
+    # every job claimed): values of exactly the usual types, in range. It accepts only what
+    # _check_values accepts, and a row it turns down (a time stored as an int, a bad value)
+    # goes there, to be accepted after all or refused with the first bad value named. The
+    # retry policy's three values are checked as a RetryPolicy (_policy).
+    if not (
         type(id) is str
         and id != ""
         and type(type_name) is str
@@ -276,6 +258,30 @@ def _plain(row: JobRow) -> bool:
         and (unique_for_s is None or (type(unique_for_s) is float and -inf < unique_for_s < inf))
         and type(queue) is str
         and queue != ""
+    ):
+        _check_values(JobRow._make(row)._asdict())  # names the first bad value, if any
+    try:
+        policy = _policy(max_attempts, base_s, cap_s)
+    except InvalidSettingError as exc:
+        raise CorruptJobError(f"the stored row of job {id!r} cannot be read: {exc}") from exc
+    return Job.from_checked(
+        id,
+        type_name,
+        payload,
+        attempts,
+        policy.max_attempts,
+        policy.backoff,
+        float(run_at),
+        leased_until,
+        leased_at,
+        last_error,
+        priority,
+        expires_at,
+        expires_after_s,
+        fencing_token,
+        enqueued_at,
+        unique_for_s,
+        queue,
     )
 
 

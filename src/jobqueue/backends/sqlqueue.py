@@ -36,7 +36,7 @@ from jobqueue.backends.contract import (
     check_seconds,
     not_acked,
 )
-from jobqueue.backends.rows import EXTENDED, FINISHED, HOLDER, JOB, Columns, job_from_row, read_dead, salvage
+from jobqueue.backends.rows import EXTENDED, FINISHED, HOLDER, JOB, Columns, read_dead, salvage
 from jobqueue.backoff import RandomFn
 from jobqueue.clock import Clock, SystemClock
 from jobqueue.errors import CorruptJobError, DeadLetterNotFoundError, JobNotFoundError
@@ -610,7 +610,7 @@ class SqlQueue(ABC):
         with self._connection() as con:
             rows = con.execute(query, params).fetchall()
         try:
-            return [job_from_row(JOB.job_row(row)) for row in rows]
+            return [JOB.job(row) for row in rows]
         except CorruptJobError:  # rare: read again in a transaction that buries the bad rows
             with self._transaction() as con:
                 rows = con.execute(query, params).fetchall()
@@ -620,11 +620,10 @@ class SqlQueue(ABC):
         """The jobs of live ``rows`` (of ``columns``), in order; unreadable rows are dead-lettered."""
         jobs = []
         for row in rows:
-            values = columns.job_row(row)
             try:
-                jobs.append(job_from_row(values))
-            except CorruptJobError as exc:
-                self._bury_corrupt(con, salvage(values, exc), now)  # rare: one statement each is fine
+                jobs.append(columns.job(row))
+            except CorruptJobError as exc:  # rare: one statement each is fine
+                self._bury_corrupt(con, salvage(columns.job_row(row), exc), now)
         return jobs
 
     def _store_outcomes(self, columns: dict[str, list[Any]], before: int) -> None:
