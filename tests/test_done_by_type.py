@@ -196,7 +196,7 @@ def test_the_postgres_migration_keeps_old_outcomes_in_the_totals(pg_conninfo: st
             if number <= 9:
                 con.execute(step.encode())
         con.execute("INSERT INTO jobqueue_outcomes (second, done, failed) VALUES (1000, 4, 2)")
-    assert postgres.migrate(pg_conninfo) == [10]
+    assert postgres.migrate(pg_conninfo) == [10, 11]
     with psycopg.connect(pg_conninfo, autocommit=True) as con:  # a worker of version 9, still running
         con.execute(OLD_COUNT_OUTCOMES, {"seconds": [1000], "done": [1], "failed": [0]})
     with postgres.PostgresQueue(pg_conninfo, clock=ManualClock(T0 + 0.5)) as queue:

@@ -18,6 +18,7 @@ import pytest
 import jobqueue as jq
 from jobqueue.backends import postgres, sql
 from jobqueue.cli import main
+from jobqueue.testing.contract import PLAIN, Ping
 
 OLD_JOB = (
     "INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, run_at, visible_at)"
@@ -62,10 +63,17 @@ def test_the_plan_builds_and_drops_indexes_concurrently_each_alone() -> None:
         (9, None),
         (10, None),
         (10, None),
+        (11, "jobqueue_jobs_id_bytes"),
+        (11, "jobqueue_jobs_dead_bytes"),
+        (11, "jobqueue_jobs_dead"),
+        (11, "jobqueue_held_id_bytes"),
+        *[(11, None)] * 9,
     ]
     assert plan[1].sql == "DROP INDEX CONCURRENTLY IF EXISTS jobqueue_jobs_claim"
     assert plan[2].sql.startswith("CREATE INDEX CONCURRENTLY IF NOT EXISTS jobqueue_jobs_claim ON")
     assert plan[3].sql == "UPDATE jobqueue_schema SET version = 3"  # recorded last
+    unique = next(step for step in plan if step.index == "jobqueue_jobs_id_bytes")
+    assert unique.sql.startswith("CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS jobqueue_jobs_id_bytes ON")
     assert postgres.migration_plan(postgres.SCHEMA_VERSION) == []
     assert sql.numbered_migrations(postgres.SQL, 0)[-1][0] == postgres.SCHEMA_VERSION
 
@@ -128,6 +136,49 @@ def test_the_enqueue_time_migration_runs_again_and_old_jobs_count_from_their_run
         assert queue.metrics().oldest_enqueued_age_s == 30.0  # its run_at is 0
 
 
+ID_COLLATIONS = (
+    "SELECT attrelid::regclass::text, collname FROM pg_attribute JOIN pg_collation"
+    " ON pg_collation.oid = attcollation WHERE attname = 'id'"
+    " AND attrelid IN ('jobqueue_jobs'::regclass, 'jobqueue_held'::regclass, 'jobqueue_finished'::regclass)"
+    " ORDER BY 1"
+)
+BYTE_ORDER = [("jobqueue_finished", "C"), ("jobqueue_held", "C"), ("jobqueue_jobs", "C")]
+
+
+def test_ids_compare_byte_by_byte_after_the_migration_and_in_new_tables(pg_conninfo: str) -> None:
+    make_version_2(pg_conninfo)
+    assert postgres.migrate(pg_conninfo) == steps_after(2)
+    with psycopg.connect(pg_conninfo, autocommit=True) as con:
+        assert con.execute(ID_COLLATIONS).fetchall() == BYTE_ORDER
+        indexes = dict(
+            con.execute(
+                "SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index"
+                " WHERE indrelid = 'jobqueue_jobs'::regclass AND indisvalid"
+            ).fetchall()
+        )
+        pkey = con.execute(
+            "SELECT conindid::regclass::text FROM pg_constraint WHERE conname = 'jobqueue_jobs_pkey'"
+        ).fetchall()
+    assert pkey == [("jobqueue_jobs_pkey",)]
+    assert sorted(indexes) == [
+        "jobqueue_jobs_claim",
+        "jobqueue_jobs_dead",
+        "jobqueue_jobs_pkey",
+        "jobqueue_jobs_queue_claim",
+    ]
+    assert "(died_at, id) WHERE (died_at IS NOT NULL)" in indexes["jobqueue_jobs_dead"]
+    with jq.PostgresQueue(pg_conninfo, clock=jq.ManualClock()) as queue:
+        assert queue.enqueue(PLAIN, Ping(number=2), id="old-1").payload == '{"number": 1}'  # held
+        assert [job.id for job in queue.jobs()] == ["old-1"]  # kept, and the only one
+        for job_id in ("b", "B", "a", "\u00e9", "Z"):
+            queue.enqueue(PLAIN, Ping(number=3), id=job_id, unique_for_s=60.0)
+    with psycopg.connect(pg_conninfo) as con:
+        ids = [job_id for (job_id,) in con.execute("SELECT id FROM jobqueue_jobs ORDER BY id").fetchall()]
+        held = [job_id for (job_id,) in con.execute("SELECT id FROM jobqueue_held ORDER BY id").fetchall()]
+    assert ids == ["B", "Z", "a", "b", "old-1", "\u00e9"]  # Python's order: code points, as UTF-8's bytes
+    assert held == ["B", "Z", "a", "b", "\u00e9"]
+
+
 def test_a_migration_gives_up_on_a_lock_held_by_a_long_transaction(pg_conninfo: str) -> None:
     make_version_2(pg_conninfo)
     with psycopg.connect(pg_conninfo) as reader:
@@ -143,6 +194,8 @@ def test_an_empty_database_is_made_current_by_a_queue_or_by_migrate(pg_conninfo:
     assert postgres.migrate(pg_conninfo) == steps_after(1)
     assert postgres.migrate(pg_conninfo) == []
     jq.PostgresQueue(pg_conninfo).close()
+    with psycopg.connect(pg_conninfo) as con:
+        assert con.execute(ID_COLLATIONS).fetchall() == BYTE_ORDER
 
 
 def test_two_migrations_at_once_take_turns(pg_conninfo: str) -> None:

@@ -86,7 +86,7 @@ def test_migrations_run_in_order_from_the_version_a_database_is_at() -> None:
     assert sql.migrations(blocks, 2) == ["ten"]
     assert sql.migrations(blocks, 10) == []
     assert sql.latest_version(blocks) == 10
-    assert (duckdb_backend.SCHEMA_VERSION, postgres_backend.SCHEMA_VERSION) == (11, 10)
+    assert (duckdb_backend.SCHEMA_VERSION, postgres_backend.SCHEMA_VERSION) == (11, 11)
 
 
 def schema_version(path: Path) -> list[tuple[int]]:

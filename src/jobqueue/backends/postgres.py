@@ -1221,7 +1221,7 @@ class MigrationStatement:
     index: str | None = None
 
 
-_INDEX = re.compile(r"^(CREATE|DROP) INDEX (\w+)")
+_INDEX = re.compile(r"^(CREATE|DROP) (UNIQUE )?INDEX (\w+)")
 
 
 def migration_plan(version: int) -> list[MigrationStatement]:
@@ -1245,11 +1245,11 @@ def migration_plan(version: int) -> list[MigrationStatement]:
                 plan.append(MigrationStatement(number, text))
             else:
                 how = (
-                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS"
+                    f"CREATE {index[2] or ''}INDEX CONCURRENTLY IF NOT EXISTS"
                     if index[1] == "CREATE"
                     else "DROP INDEX CONCURRENTLY IF EXISTS"
                 )
-                plan.append(MigrationStatement(number, f"{how} {index[2]}{text[index.end() :]}", index[2]))
+                plan.append(MigrationStatement(number, f"{how} {index[3]}{text[index.end() :]}", index[3]))
     return plan
 
 
