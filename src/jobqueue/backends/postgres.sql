@@ -187,7 +187,7 @@ UPDATE jobqueue_schema SET version = 10;
 -- every enqueue, claim and ack walks the primary key's index, comparing ids: under the
 -- database's collation each comparison goes through the C library's locale rules (strcoll),
 -- even for C.UTF-8 (measured on a C.UTF-8 database: a drain of 10,000 jobs at batch 100 took
--- 4 % less time, benchmarks/README.md). The ids of jobqueue_held and jobqueue_finished
+-- 2-4 % less time, benchmarks/README.md). The ids of jobqueue_held and jobqueue_finished
 -- change with them: two text columns of different collations cannot be compared. On live
 -- tables the new indexes are built concurrently first; the transaction that swaps them in
 -- holds its table locks for a moment (changing only a column's collation rewrites no row,
