@@ -190,7 +190,7 @@ UPDATE jobqueue_schema SET version = 10;
 -- 2-4 % less time, benchmarks/README.md). The ids of jobqueue_held and jobqueue_finished
 -- change with them: two text columns of different collations cannot be compared. On live
 -- tables the new indexes are built concurrently first; the transaction that swaps them in
--- holds the tables' locks about 0.1 s per million jobs (0.19 s with 2,000,000 on the
+-- holds the tables' locks about 0.1 s per million jobs (0.22 s with 2,000,000 on the
 -- course's machine: changing only a column's collation rewrites no row, and each index
 -- already sorted byte by byte is kept as it is), within migrate's lock_timeout_s.
 CREATE UNIQUE INDEX jobqueue_jobs_id_bytes ON jobqueue_jobs (id COLLATE "C");
