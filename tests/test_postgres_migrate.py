@@ -63,16 +63,23 @@ def test_the_plan_builds_and_drops_indexes_concurrently_each_alone() -> None:
         (9, None),
         (10, None),
         (10, None),
-        (11, "jobqueue_jobs_id_bytes"),
-        (11, "jobqueue_jobs_dead_bytes"),
-        (11, "jobqueue_jobs_dead"),
+        (11, None),
         (11, "jobqueue_held_id_bytes"),
-        *[(11, None)] * 9,
+        (11, None),
+        (11, None),
+        (11, None),
+        (11, "jobqueue_jobs_id_bytes"),
+        (11, "jobqueue_jobs_dead"),
+        (11, None),
+        (11, None),
+        (11, None),
+        (11, "jobqueue_jobs_dead"),
+        (11, None),
     ]
     assert plan[1].sql == "DROP INDEX CONCURRENTLY IF EXISTS jobqueue_jobs_claim"
     assert plan[2].sql.startswith("CREATE INDEX CONCURRENTLY IF NOT EXISTS jobqueue_jobs_claim ON")
     assert plan[3].sql == "UPDATE jobqueue_schema SET version = 3"  # recorded last
-    unique = next(step for step in plan if step.index == "jobqueue_jobs_id_bytes")
+    unique = next(step for step in plan if step.index == "jobqueue_jobs_id_bytes")  # migration 11
     assert unique.sql.startswith("CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS jobqueue_jobs_id_bytes ON")
     assert postgres.migration_plan(postgres.SCHEMA_VERSION) == []
     assert sql.numbered_migrations(postgres.SQL, 0)[-1][0] == postgres.SCHEMA_VERSION
@@ -136,47 +143,90 @@ def test_the_enqueue_time_migration_runs_again_and_old_jobs_count_from_their_run
         assert queue.metrics().oldest_enqueued_age_s == 30.0  # its run_at is 0
 
 
-ID_COLLATIONS = (
+ID_COLLATIONS = (  # of each id column, and of each index on one
     "SELECT attrelid::regclass::text, collname FROM pg_attribute JOIN pg_collation"
     " ON pg_collation.oid = attcollation WHERE attname = 'id'"
     " AND attrelid IN ('jobqueue_jobs'::regclass, 'jobqueue_held'::regclass, 'jobqueue_finished'::regclass)"
+    " UNION ALL SELECT indexrelid::regclass::text, collname"
+    " FROM pg_index CROSS JOIN LATERAL unnest(indkey::int2[], indcollation::oid[]) AS key(attnum, coll)"
+    " JOIN pg_attribute ON attrelid = indrelid AND pg_attribute.attnum = key.attnum AND attname = 'id'"
+    " JOIN pg_collation ON pg_collation.oid = key.coll"
+    " WHERE indrelid IN ('jobqueue_jobs'::regclass, 'jobqueue_held'::regclass) AND indisvalid"
     " ORDER BY 1"
 )
-BYTE_ORDER = [("jobqueue_finished", "C"), ("jobqueue_held", "C"), ("jobqueue_jobs", "C")]
+BYTE_ORDER = [
+    ("jobqueue_finished", "C"),
+    ("jobqueue_held", "C"),
+    ("jobqueue_held_pkey", "C"),
+    ("jobqueue_jobs", "C"),
+    ("jobqueue_jobs_dead", "C"),
+    ("jobqueue_jobs_pkey", "C"),
+]
+VERSION_10_ROWS = (
+    "INSERT INTO jobqueue_jobs (id, type, payload, max_attempts, base_s, cap_s, run_at, visible_at,"
+    " died_at, last_error, unique_for_s)"
+    " VALUES ('dead-1', 'contract_ping', '{\"number\": 4}', 5, 1.0, 60.0, 0, 0, 5.0, 'boom', 60.0)",
+    "INSERT INTO jobqueue_held (id, type, payload, unique_for_s, held_until)"
+    " VALUES ('dead-1', 'contract_ping', '{\"number\": 4}', 60.0, 'Infinity')",
+)
+
+
+def make_version_10(conninfo: str) -> None:
+    """Tables of schema version 10: a waiting job, and a dead one whose id a unique window holds."""
+    with psycopg.connect(conninfo, autocommit=True) as con:
+        for number, step in sql.numbered_migrations(postgres.SQL, 0):
+            if number <= 10:
+                con.execute(step.encode())
+        for statement in (OLD_JOB, *VERSION_10_ROWS):
+            con.execute(statement)
 
 
 def test_ids_compare_byte_by_byte_after_the_migration_and_in_new_tables(pg_conninfo: str) -> None:
-    make_version_2(pg_conninfo)
-    assert postgres.migrate(pg_conninfo) == steps_after(2)
+    make_version_10(pg_conninfo)
+    with psycopg.connect(pg_conninfo) as con:  # the database's own collation before
+        assert ("jobqueue_jobs_pkey", "C") not in con.execute(ID_COLLATIONS).fetchall()
+    assert postgres.migrate(pg_conninfo) == [11]
     with psycopg.connect(pg_conninfo, autocommit=True) as con:
         assert con.execute(ID_COLLATIONS).fetchall() == BYTE_ORDER
-        indexes = dict(
-            con.execute(
-                "SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index"
-                " WHERE indrelid = 'jobqueue_jobs'::regclass AND indisvalid"
-            ).fetchall()
-        )
         pkey = con.execute(
             "SELECT conindid::regclass::text FROM pg_constraint WHERE conname = 'jobqueue_jobs_pkey'"
         ).fetchall()
+        dead = con.execute("SELECT pg_get_indexdef('jobqueue_jobs_dead'::regclass)").fetchall()[0][0]
     assert pkey == [("jobqueue_jobs_pkey",)]
-    assert sorted(indexes) == [
-        "jobqueue_jobs_claim",
-        "jobqueue_jobs_dead",
-        "jobqueue_jobs_pkey",
-        "jobqueue_jobs_queue_claim",
-    ]
-    assert "(died_at, id) WHERE (died_at IS NOT NULL)" in indexes["jobqueue_jobs_dead"]
+    assert "(died_at, id) WHERE (died_at IS NOT NULL)" in dead
     with jq.PostgresQueue(pg_conninfo, clock=jq.ManualClock()) as queue:
         assert queue.enqueue(PLAIN, Ping(number=2), id="old-1").payload == '{"number": 1}'  # held
         assert [job.id for job in queue.jobs()] == ["old-1"]  # kept, and the only one
-        for job_id in ("b", "B", "a", "\u00e9", "Z"):
-            queue.enqueue(PLAIN, Ping(number=3), id=job_id, unique_for_s=60.0)
+
+
+def test_the_id_migration_cut_short_at_the_jobs_table_runs_again_and_keeps_everything(
+    pg_conninfo: str,
+) -> None:
+    make_version_10(pg_conninfo)
+    with psycopg.connect(pg_conninfo) as reader:
+        reader.execute("SELECT count(*) FROM jobqueue_jobs")  # a transaction left open holds its lock
+        with pytest.raises(jq.QueueUnavailableError, match=r"lock did not come within 0\.2 s"):
+            postgres.migrate(pg_conninfo, lock_timeout_s=0.2)
+        swapped = reader.execute(ID_COLLATIONS).fetchall()
+    # the smaller tables were done in transactions of their own, jobqueue_jobs not
+    assert [row for row in swapped if row[0].startswith(("jobqueue_finished", "jobqueue_held"))] == [
+        ("jobqueue_finished", "C"),
+        ("jobqueue_held", "C"),
+        ("jobqueue_held_pkey", "C"),
+    ]
+    assert ("jobqueue_jobs", "C") not in swapped
     with psycopg.connect(pg_conninfo) as con:
-        ids = [job_id for (job_id,) in con.execute("SELECT id FROM jobqueue_jobs ORDER BY id").fetchall()]
-        held = [job_id for (job_id,) in con.execute("SELECT id FROM jobqueue_held ORDER BY id").fetchall()]
-    assert ids == ["B", "Z", "a", "b", "old-1", "\u00e9"]  # Python's order: code points, as UTF-8's bytes
-    assert held == ["B", "Z", "a", "b", "\u00e9"]
+        assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [(10,)]
+    assert postgres.migrate(pg_conninfo) == [11]
+    with psycopg.connect(pg_conninfo) as con:
+        assert con.execute(ID_COLLATIONS).fetchall() == BYTE_ORDER
+    with jq.PostgresQueue(pg_conninfo, clock=jq.ManualClock(100.0)) as queue:
+        assert [job.id for job in queue.jobs()] == ["old-1"]
+        [letter] = queue.dead_letters()
+        assert (letter.job.id, letter.job.last_error) == ("dead-1", "boom")
+        # its id is still held while it is dead: a repeat adds nothing
+        assert queue.enqueue(PLAIN, Ping(number=5), id="dead-1", unique_for_s=60.0).payload == '{"number": 4}'
+        assert len(queue) == 1
 
 
 def test_a_migration_gives_up_on_a_lock_held_by_a_long_transaction(pg_conninfo: str) -> None:

@@ -184,27 +184,36 @@ UPDATE jobqueue_schema SET version = 10;
 -- name: migration_11
 -- Ids compared byte by byte (COLLATE "C"), as the in-memory and DuckDB queues order them,
 -- whatever the database's own collation. An id is a key, never text to sort for people, and
--- every enqueue, claim and ack walks the primary key's index, comparing ids: under the
--- database's collation each comparison goes through the C library's locale rules (strcoll),
--- even for C.UTF-8 (measured on a C.UTF-8 database: a drain of 10,000 jobs at batch 100 took
--- 2-4 % less time, benchmarks/README.md). The ids of jobqueue_held and jobqueue_finished
--- change with them: two text columns of different collations cannot be compared. On live
--- tables the new indexes are built concurrently first; the transaction that swaps them in
--- holds the tables' locks about 0.1 s per million jobs (0.22 s with 2,000,000 on the
--- course's machine: changing only a column's collation rewrites no row, and each index
--- already sorted byte by byte is kept as it is), within migrate's lock_timeout_s.
-CREATE UNIQUE INDEX jobqueue_jobs_id_bytes ON jobqueue_jobs (id COLLATE "C");
-CREATE INDEX jobqueue_jobs_dead_bytes ON jobqueue_jobs (died_at, id COLLATE "C") WHERE died_at IS NOT NULL;
-DROP INDEX jobqueue_jobs_dead;
+-- every enqueue, claim and ack walks the primary key's index, comparing ids: under a libc
+-- collation other than C or POSIX (C.UTF-8, en_US.UTF-8...) each comparison goes through
+-- the C library's strcoll (measured on a libc C.UTF-8 database: a drain of 10,000 jobs at
+-- batch 100 took 2-4 % less time, benchmarks/README.md). The ids of jobqueue_held and
+-- jobqueue_finished change too, so that every id compares the same way and a join of
+-- jobqueue_held's ids to jobqueue_jobs' can use the index of either.
+-- On live tables (migrate) each table's new index is built concurrently, then swapped in by
+-- a transaction of that table alone. Changing only a column's collation rewrites no row, and
+-- the primary key's new index, sorted byte by byte already, is kept as it is: the swap of
+-- jobqueue_jobs held its lock 0.03 s with 2,000,000 jobs, its commit included. A partial
+-- index is never kept that way (PostgreSQL rebuilds it, reading the whole table under that
+-- lock), so jobqueue_jobs_dead is dropped before the swap and built again concurrently after
+-- it; meanwhile the reads of dead letters scan the table. Each transaction here locks one
+-- table (an index statement between two ends the first), so one that waits for its lock,
+-- up to migrate's lock_timeout_s, holds no other table's and cannot deadlock with the queue's
+-- own transactions. jobqueue_jobs goes last: a lock that does not come is most likely met
+-- there, and the run that follows builds only jobqueue_held's new index again. A run cut
+-- short can run again; cut short after jobqueue_jobs' swap, it builds that table's two new
+-- indexes once more.
+ALTER TABLE jobqueue_finished ALTER COLUMN id TYPE text COLLATE "C";
 CREATE UNIQUE INDEX jobqueue_held_id_bytes ON jobqueue_held (id COLLATE "C");
-ALTER TABLE jobqueue_jobs DROP CONSTRAINT jobqueue_jobs_pkey;
-ALTER TABLE jobqueue_jobs ALTER COLUMN id TYPE text COLLATE "C";
-ALTER TABLE jobqueue_jobs ADD CONSTRAINT jobqueue_jobs_pkey PRIMARY KEY USING INDEX jobqueue_jobs_id_bytes;
-ALTER INDEX jobqueue_jobs_dead_bytes RENAME TO jobqueue_jobs_dead;
 ALTER TABLE jobqueue_held DROP CONSTRAINT jobqueue_held_pkey;
 ALTER TABLE jobqueue_held ALTER COLUMN id TYPE text COLLATE "C";
 ALTER TABLE jobqueue_held ADD CONSTRAINT jobqueue_held_pkey PRIMARY KEY USING INDEX jobqueue_held_id_bytes;
-ALTER TABLE jobqueue_finished ALTER COLUMN id TYPE text COLLATE "C";
+CREATE UNIQUE INDEX jobqueue_jobs_id_bytes ON jobqueue_jobs (id COLLATE "C");
+DROP INDEX jobqueue_jobs_dead;
+ALTER TABLE jobqueue_jobs DROP CONSTRAINT jobqueue_jobs_pkey;
+ALTER TABLE jobqueue_jobs ALTER COLUMN id TYPE text COLLATE "C";
+ALTER TABLE jobqueue_jobs ADD CONSTRAINT jobqueue_jobs_pkey PRIMARY KEY USING INDEX jobqueue_jobs_id_bytes;
+CREATE INDEX jobqueue_jobs_dead ON jobqueue_jobs (died_at, id) WHERE died_at IS NOT NULL;
 UPDATE jobqueue_schema SET version = 11;
 
 -- name: fencing_floor
