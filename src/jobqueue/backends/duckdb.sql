@@ -452,22 +452,23 @@ failed = jobqueue_outcomes.failed + excluded.failed;
 DELETE FROM jobqueue_outcomes WHERE second < $before;
 
 -- The dashboard's reads (jobqueue.backends.contract.ShowsOverview). DuckDB stores columns and
--- counts a column of 100,000 jobs in about a millisecond, so every count here is exact.
+-- reads them fast (the census of 100,000 jobs: about 3.5 ms), so every count here is exact.
 
 -- name: census
+-- The counts by state, queue and type, and beside the live jobs' counts what the census's two
+-- ages need, in the same read of the jobs: each group's earliest visible_at (the waiting
+-- jobs' is the oldest due job's) and its earliest enqueue time (the waiting and scheduled
+-- jobs', those not under a lease, give the age since enqueue); the caller takes the earliest
+-- of the groups that count. A job is due (visible_at <= $now) exactly when it is waiting: a
+-- leased job's visible_at is its lease's end. With 100,000 jobs waiting, the census took
+-- 4.8-5.0 ms with the ages read in a statement of their own, 4.5-4.7 ms with them beside
+-- the counts as a maximum with a FILTER each, and takes 3.5-3.6 ms with plain minimums.
 SELECT CASE WHEN leased_until > $now THEN 'leased' WHEN visible_at > $now THEN 'scheduled' ELSE 'waiting' END,
-       queue, type, count(*)
+       queue, type, count(*), min(visible_at), min(coalesce(enqueued_at, run_at))
 FROM jobqueue_jobs GROUP BY ALL
-UNION ALL SELECT 'dead', queue, type, count(*) FROM jobqueue_dead GROUP BY queue, type
-UNION ALL SELECT 'cancelled', queue, type, count(*) FROM jobqueue_finished WHERE outcome = 'cancelled' GROUP BY queue, type;
-
--- name: oldest_ages
--- The census's two ages in one read of the jobs (as two statements: 1.0 and 1.4 ms at 100k
--- jobs waiting; as one: 1.7 ms): the oldest due job's wait, and the oldest job not under a
--- lease by its enqueue time (the age since enqueue).
-SELECT coalesce(max($now - visible_at) FILTER (WHERE visible_at <= $now), 0.0),
-       coalesce(max($now - coalesce(enqueued_at, run_at)) FILTER (WHERE coalesce(leased_until <= $now, true)), 0.0)
-FROM jobqueue_jobs;
+UNION ALL SELECT 'dead', queue, type, count(*), NULL, NULL FROM jobqueue_dead GROUP BY queue, type
+UNION ALL SELECT 'cancelled', queue, type, count(*), NULL, NULL FROM jobqueue_finished
+WHERE outcome = 'cancelled' GROUP BY queue, type;
 
 -- name: leased_jobs
 SELECT {job_columns} FROM jobqueue_jobs WHERE leased_until > $now ORDER BY leased_until, id LIMIT $limit;
