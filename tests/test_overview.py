@@ -61,18 +61,26 @@ def test_census_counts_each_job_type_in_each_state(queue: Queue) -> None:
     assert census.total("waiting") == 2 and census.total("dead") == 1
 
 
-def test_the_census_ages_leave_out_leased_jobs(queue: Queue) -> None:
+def test_the_census_ages_take_the_oldest_and_leave_out_leased_jobs(queue: Queue) -> None:
+    assert isinstance(queue, ShowsOverview)
+    clock = clock_of(queue)
     queue.enqueue(SEND_RECEIPT, receipts(1)[0], id="early")
     assert queue.claim() is not None  # leased: neither waiting nor counted since its enqueue
-    clock_of(queue).advance(10.0)
+    clock.advance(10.0)
     queue.enqueue(SEND_RECEIPT, receipts(2)[0], id="late")
-    clock_of(queue).advance(3.0)
-    assert isinstance(queue, ShowsOverview)
+    clock.advance(3.0)
+    queue.enqueue(SEND_RECEIPT, receipts(3)[0], id="later")
+    clock.advance(1.0)
     census = queue.census()
-    assert (census.oldest_waiting_age_s, census.oldest_enqueued_age_s) == (3.0, 3.0)
-    queue.claim()  # nothing left that is not leased: both ages 0
+    assert (census.oldest_waiting_age_s, census.oldest_enqueued_age_s) == (4.0, 4.0)  # "late"
+    lease = queue.claim()
+    assert lease is not None and lease.job.id == "late"
+    assert queue.fail(lease, "ConnectionError: down").outcome == "retry"  # in backoff: scheduled
     census = queue.census()
-    assert (census.oldest_waiting_age_s, census.oldest_enqueued_age_s) == (0.0, 0.0)
+    assert (census.oldest_waiting_age_s, census.oldest_enqueued_age_s) == (1.0, 4.0)  # "later"; "late"
+    queue.claim()  # "later" leased; "late" alone not leased, in backoff: not waiting, counted since enqueue
+    census = queue.census()
+    assert (census.oldest_waiting_age_s, census.oldest_enqueued_age_s) == (0.0, 4.0)
 
 
 def test_a_lease_that_ran_out_counts_as_waiting_again(queue: Queue) -> None:
@@ -185,22 +193,22 @@ def test_postgres_estimates_a_state_past_exact_up_to_and_counts_the_others_exact
     assert exact.oldest_enqueued_age_s == 0.0  # exact counts: read (all enqueued at T0, now)
 
 
-def test_postgres_estimates_every_range_past_exact_up_to_and_keeps_no_row_of_its_bounded_count(
+def test_postgres_estimates_the_ranges_past_exact_up_to_and_keeps_no_row_of_their_bounded_count(
     pg_conninfo: str,
 ) -> None:
     from jobqueue.backends.postgres import PostgresQueue
     from jobqueue.census import QueueCounts
 
     with PostgresQueue(pg_conninfo, clock=ManualClock(T0), retry=POLICY) as queue:
-        queue.enqueue_many(SEND_RECEIPT, receipts(*range(1, 12)))
-        for lease in queue.claim_many(3):
+        queue.enqueue_many(SEND_RECEIPT, receipts(*range(1, 11)))
+        for lease in queue.claim_many(2):
             queue.fail(lease, "boom", permanent=True)
         queue.claim_many(3)  # leased
         census = queue.census(exact_up_to=2)
-    # every range holds 3 or more: each is estimated from a sample, on a table this small all of it
-    assert census.estimated == frozenset({"waiting", "scheduled", "leased", "dead"})
-    assert census.by_type == (TypeCounts(job_type="send_receipt", waiting=5, leased=3, dead=3),)
-    assert census.by_queue == (QueueCounts(queue="default", waiting=5, leased=3, dead=3),)
+    # past 2, estimated from a sample (on a table this small all of it); the 2 dead counted exactly
+    assert census.estimated == frozenset({"waiting", "scheduled", "leased"})
+    assert census.by_type == (TypeCounts(job_type="send_receipt", waiting=5, leased=3, dead=2),)
+    assert census.by_queue == (QueueCounts(queue="default", waiting=5, leased=3, dead=2),)
 
 
 def test_tally_adds_rows_and_rounds_estimates() -> None:

@@ -701,7 +701,8 @@ class DurableQueue(SqlQueue):
         """The jobs by type and state now, every count exact: DuckDB reads a column fast.
 
         ``exact_up_to`` is accepted for the contract and changes nothing here: the census
-        of 100,000 jobs takes DuckDB about 3.5 ms (``benchmarks/dashboard_refresh.py``).
+        of 100,000 jobs takes DuckDB about 3.5 ms (``benchmarks/README.md``, the session of
+        2026-12-03 18:59).
 
         Raises:
             InvalidSettingError: if ``exact_up_to`` is not an int >= 1.
