@@ -460,9 +460,10 @@ DELETE FROM jobqueue_outcomes WHERE second < $before;
 -- jobs' is the oldest due job's) and its earliest enqueue time (the waiting and scheduled
 -- jobs', those not under a lease, give the age since enqueue); the caller takes the earliest
 -- of the groups that count. A job is due (visible_at <= $now) exactly when it is waiting: a
--- leased job's visible_at is at or after its lease's end. With 100,000 jobs waiting, the census took
--- 4.8-5.0 ms with the ages read in a statement of their own, 4.5-4.7 ms with them beside
--- the counts as a maximum with a FILTER each, and takes 3.5-3.6 ms with plain minimums.
+-- leased job's visible_at is at or after its lease's end. With 100,000 jobs waiting, the
+-- census took 4.8-5.0 ms with the ages read in a statement of their own, 4.5-4.7 ms with
+-- them beside the counts as a maximum with a FILTER each, and takes 3.5-3.6 ms with plain
+-- minimums.
 SELECT CASE WHEN leased_until > $now THEN 'leased' WHEN visible_at > $now THEN 'scheduled' ELSE 'waiting' END,
        queue, type, count(*), min(visible_at), min(coalesce(enqueued_at, run_at))
 FROM jobqueue_jobs GROUP BY ALL
