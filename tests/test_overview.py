@@ -149,7 +149,7 @@ def test_running_jobs_and_dead_letters_are_limited_and_ordered(queue: Queue) -> 
     assert [job.id for job in queue.leased_jobs(10)] == ["r5", "r6"]
 
 
-def test_outcome_counts_give_each_second_with_outcomes(queue: Queue) -> None:
+def test_outcomes_since_give_each_second_and_key_with_outcomes(queue: Queue) -> None:
     clock = clock_of(queue)
     queue.enqueue_many(SEND_RECEIPT, receipts(1, 2, 3), ids=["a", "b", "c"])
     first = queue.claim()
@@ -160,8 +160,18 @@ def test_outcome_counts_give_each_second_with_outcomes(queue: Queue) -> None:
     assert second is not None
     queue.fail(second, "boom")
     assert isinstance(queue, ShowsOverview)
-    assert queue.outcome_counts(int(T0)) == [(int(T0), 1, 0), (int(T0) + 2, 0, 1)]
-    assert queue.outcome_counts(int(T0) + 1) == [(int(T0) + 2, 0, 1)]
+    queue.enqueue(BUILD_REPORT, ReportPayload(report_id=1, work_s=1.0), id="p", queue="reports")
+    third = queue.claim(queues=["reports"])
+    assert third is not None and third.job.id == "p"
+    queue.ack(third)
+    t = int(T0)
+    assert queue.outcomes_since(t) == [
+        (t, "send_receipt", "default", 1, 0),
+        (t + 2, "build_report", "reports", 1, 0),
+        (t + 2, "send_receipt", "default", 0, 1),
+    ]
+    assert queue.outcomes_since(t + 1) == queue.outcomes_since(t)[1:]
+    assert queue.outcomes_since(t + 3) == []
 
 
 def test_snapshot_refuses_a_queue_without_the_overview_reads_and_bad_numbers(queue: Queue) -> None:

@@ -226,28 +226,6 @@ class OutcomeLog:
             for key, (done, failed) in keys.items()
         )
 
-    def totals(self, since: int) -> list[tuple[int, int, int]]:
-        """``(second, done, failed)`` of all types and queues together, from the second ``since`` on."""
-        return [
-            (second, sum(ok for ok, _ in keys.values()), sum(bad for _, bad in keys.values()))
-            for second, keys in sorted(self._buckets.items())
-            if second >= since
-        ]
-
-    def by_key(self, since: int, until: int) -> list[tuple[str, str, int, int]]:
-        """``(job type, queue, done, failed)`` added up over the seconds ``since`` to ``until`` (both in).
-
-        One entry per key with an outcome then, sorted by type and queue.
-        """
-        added: dict[OutcomeKey, list[int]] = {}
-        for second, keys in self._buckets.items():
-            if since <= second <= until:
-                for key, (ok, bad) in keys.items():
-                    counts = added.setdefault(key, [0, 0])
-                    counts[0] += ok
-                    counts[1] += bad
-        return [(*key, ok, bad) for key, (ok, bad) in sorted(added.items())]
-
     def clear(self) -> None:
         """Forget every count (once they are stored elsewhere)."""
         self._buckets.clear()

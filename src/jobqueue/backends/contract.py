@@ -463,14 +463,13 @@ class ShowsOverview(Protocol):
     def newest_dead_letters(self, limit: int) -> list[DeadLetter]:
         """Up to ``limit`` dead letters, the latest death first."""
 
-    def outcome_counts(self, since: int) -> list[tuple[int, int, int]]:
-        """``(second, done, failed)`` per one-second bucket from the second ``since`` on, oldest first."""
+    def outcomes_since(self, since: int) -> list[tuple[int, str, str, int, int]]:
+        """``(second, job type, queue, done, failed)`` from the second ``since`` on, sorted.
 
-    def outcomes_by_key(self, since: int, until: int) -> list[tuple[str, str, int, int]]:
-        """``(job type, queue, done, failed)`` over the seconds ``since`` to ``until`` (both in), sorted.
-
-        Outcomes stored before they were counted by type and queue come under type and
-        queue ``""`` (:data:`jobqueue.metrics.UNKNOWN`).
+        One row per one-second bucket and key with an outcome in it, oldest second first;
+        the dashboard adds them up by second (its chart) and by key (its tables). Outcomes
+        stored before they were counted by type and queue come under type and queue ``""``
+        (:data:`jobqueue.metrics.UNKNOWN`).
         """
 
 

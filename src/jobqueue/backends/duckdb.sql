@@ -477,10 +477,5 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE leased_until > $now ORDER BY lease
 -- name: newest_dead_letters
 SELECT {dead_columns} FROM jobqueue_dead ORDER BY died_at DESC, id DESC LIMIT $limit;
 
--- name: outcome_counts
-SELECT second, sum(done), sum(failed) FROM jobqueue_outcomes WHERE second >= $since
-GROUP BY second ORDER BY second;
-
--- name: outcomes_by_key
-SELECT type, queue, sum(done), sum(failed) FROM jobqueue_outcomes
-WHERE second BETWEEN $since AND $until GROUP BY type, queue ORDER BY type, queue;
+-- name: outcomes_since
+SELECT second, type, queue, done, failed FROM jobqueue_outcomes WHERE second >= $since;

@@ -894,10 +894,6 @@ class JobQueue:
         check_count("limit", limit)
         return heapq.nlargest(limit, self._dead.values(), key=lambda dead: (dead.died_at, dead.job.id))
 
-    def outcome_counts(self, since: int) -> list[tuple[int, int, int]]:
-        """``(second, done, failed)`` per one-second bucket from the second ``since`` on, oldest first."""
-        return self._outcomes.totals(since)
-
-    def outcomes_by_key(self, since: int, until: int) -> list[tuple[str, str, int, int]]:
-        """``(job type, queue, done, failed)`` over the seconds ``since`` to ``until`` (both in), sorted."""
-        return self._outcomes.by_key(since, until)
+    def outcomes_since(self, since: int) -> list[tuple[int, str, str, int, int]]:
+        """``(second, job type, queue, done, failed)`` from the second ``since`` on, sorted."""
+        return [row for row in self._outcomes.rows() if row[0] >= since]

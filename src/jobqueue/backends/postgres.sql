@@ -892,21 +892,10 @@ ORDER BY leased_until, id LIMIT %(limit)s;
 SELECT {dead_columns} FROM jobqueue_jobs WHERE died_at IS NOT NULL ORDER BY died_at DESC, id DESC
 LIMIT %(limit)s;
 
--- name: outcome_counts
-SELECT second, sum(done), sum(failed) FROM (
-    SELECT second, done, failed FROM jobqueue_outcomes_by_key WHERE second >= %(since)s
-    UNION ALL
-    SELECT second, done, failed FROM jobqueue_outcomes WHERE second >= %(since)s
-) AS counted
-GROUP BY second ORDER BY second;
-
--- name: outcomes_by_key
-SELECT type, queue, sum(done), sum(failed) FROM (
-    SELECT type, queue, done, failed FROM jobqueue_outcomes_by_key WHERE second BETWEEN %(since)s AND %(until)s
-    UNION ALL  -- counted before migration 10, or by an older worker: under no type or queue
-    SELECT '', '', done, failed FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(until)s
-) AS counted
-GROUP BY type, queue ORDER BY type, queue;
+-- name: outcomes_since
+SELECT second, type, queue, done, failed FROM jobqueue_outcomes_by_key WHERE second >= %(since)s
+UNION ALL  -- counted before migration 10, or by an older worker: under no type or queue
+SELECT second, '', '', done, failed FROM jobqueue_outcomes WHERE second >= %(since)s;
 
 -- name: cleanup_held_back
 -- What holds back vacuum on the queue's table (jobqueue.cleanup): the table's dead and live
