@@ -487,7 +487,10 @@ def test_a_killed_connection_names_the_server_and_the_next_call_reconnects(
     queue: PostgresQueue, pg_conninfo: str
 ) -> None:
     queue.enqueue(RENDER_INVOICE, invoice(1), id="invoice-1")
-    assert terminate_backends(pg_conninfo) >= 1  # the queue's, and its wake-ups' once it has sent one
+    # The enqueue's wake-up first: sent after the kill, it would find its own connection lost,
+    # and the queue would then open this thread's again before the claim (no error to see).
+    wait_until(lambda: queue._wakeups.sent + queue._wakeups.lost == 1, "the enqueue's wake-up")
+    assert terminate_backends(pg_conninfo) >= 1  # the queue's and its wake-ups'
     with pytest.raises(QueueUnavailableError) as info:
         queue.claim()
     assert queue.server in str(info.value) and "database jobqueue_test_" in str(info.value)
