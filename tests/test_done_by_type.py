@@ -21,7 +21,7 @@ from jobqueue.backends import postgres, sql
 from jobqueue.backends.contract import Queue, ShowsOverview
 from jobqueue.examples.shop import BUILD_REPORT, SEND_RECEIPT, ReceiptPayload, ReportPayload
 from jobqueue.metrics import RETENTION_S, OutcomeKey, OutcomeLog
-from jobqueue.overview import CHART_S, Row, outcomes_by_key, snapshot
+from jobqueue.overview import CHART_S, Row, snapshot
 from jobqueue.teaching.dashboard_view import tables_html
 
 T0 = 1_000.0
@@ -87,7 +87,7 @@ def test_outcomes_count_per_type_and_per_queue_within_the_window_and_add_up_to_t
     assert (taken.done, taken.failed) == (4, 2)
     assert (queue.metrics(CHART_S - 1).done, queue.metrics(CHART_S - 1).failed) == (4, 2)
     assert queue.metrics(RETENTION_S).done == 7  # with the three receipts before the span
-    assert outcomes_by_key(queue.outcomes_since(0), since=0, until=int(now)) == [
+    assert queue.outcome_sums(0, int(now)).per_key == [
         ("build_report", "reports", 1, 1),
         ("send_receipt", "default", 0, 1),
         ("send_receipt", "emails", 6, 0),
@@ -208,7 +208,7 @@ def test_the_postgres_migration_keeps_old_outcomes_in_the_totals(pg_conninfo: st
         assert (taken.done, taken.failed) == (6, 2)
         assert outcomes(taken.by_type()) == [("send_receipt", 1, 0)]  # the old counts: no type
         old_and_new = [("", "", 5, 2), ("send_receipt", "default", 1, 0)]
-        assert outcomes_by_key(queue.outcomes_since(0), since=0, until=2000) == old_and_new
+        assert queue.outcome_sums(0, 2000).per_key == old_and_new
 
 
 def test_the_duckdb_migration_keeps_old_outcomes_in_the_totals(tmp_path: Path) -> None:
@@ -224,7 +224,7 @@ def test_the_duckdb_migration_keeps_old_outcomes_in_the_totals(tmp_path: Path) -
         metrics = queue.metrics(60.0)
         assert (metrics.done, metrics.failed) == (6, 2)
         old_and_new = [("", "", 5, 2), ("send_receipt", "default", 1, 0)]
-        assert outcomes_by_key(queue.outcomes_since(0), since=0, until=2000) == old_and_new
+        assert queue.outcome_sums(0, 2000).per_key == old_and_new
         assert outcomes(snapshot(queue, where="here").by_type()) == [("send_receipt", 1, 0)]
     with duckdb.connect(str(path)) as con:
         assert con.execute("SELECT version FROM jobqueue_schema").fetchall() == [

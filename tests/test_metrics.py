@@ -215,6 +215,11 @@ def test_the_outcome_log_counts_per_second_and_reads_whole_buckets() -> None:
     assert log.counts(12.5, 2.6) == (4, 3)  # from bucket 9
     assert log.counts(11.9, 1) == (3, 1)  # buckets 10 and 11 only: 12 is after now
     assert log.rows() == [(9, *KEY, 1, 0), (10, *KEY, 3, 1), (12, *KEY, 0, 2)]
+    other: OutcomeKey = ("build_report", "reports")
+    log.record(10.2, other, failed=False)
+    sums = log.sums(10, 11)  # both ends in
+    assert sums.per_second == [(10, 4, 1)]
+    assert sums.per_key == [(*other, 1, 0), (*KEY, 3, 1)]
     log.clear()
     assert (log.rows(), log.counts(12.5, 10)) == ([], (0, 0))
 

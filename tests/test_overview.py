@@ -10,6 +10,7 @@ from jobqueue.backends.contract import Queue, ShowsOverview
 from jobqueue.census import TypeCounts, tally
 from jobqueue.errors import InvalidSettingError
 from jobqueue.examples.shop import BUILD_REPORT, SEND_RECEIPT, ReceiptPayload, ReportPayload
+from jobqueue.metrics import OutcomeSums
 from jobqueue.overview import bin_outcomes, snapshot
 
 T0 = 1_000.0
@@ -149,7 +150,7 @@ def test_running_jobs_and_dead_letters_are_limited_and_ordered(queue: Queue) -> 
     assert [job.id for job in queue.leased_jobs(10)] == ["r5", "r6"]
 
 
-def test_outcomes_since_give_each_second_and_key_with_outcomes(queue: Queue) -> None:
+def test_outcome_sums_add_up_a_span_by_second_and_by_key(queue: Queue) -> None:
     clock = clock_of(queue)
     queue.enqueue_many(SEND_RECEIPT, receipts(1, 2, 3), ids=["a", "b", "c"])
     first = queue.claim()
@@ -165,13 +166,14 @@ def test_outcomes_since_give_each_second_and_key_with_outcomes(queue: Queue) -> 
     assert third is not None and third.job.id == "p"
     queue.ack(third)
     t = int(T0)
-    assert queue.outcomes_since(t) == [
-        (t, "send_receipt", "default", 1, 0),
-        (t + 2, "build_report", "reports", 1, 0),
-        (t + 2, "send_receipt", "default", 0, 1),
-    ]
-    assert queue.outcomes_since(t + 1) == queue.outcomes_since(t)[1:]
-    assert queue.outcomes_since(t + 3) == []
+    sums = queue.outcome_sums(t, t + 2)
+    assert sums.per_second == [(t, 1, 0), (t + 2, 1, 1)]  # two keys in one second, added up
+    assert sums.per_key == [("build_report", "reports", 1, 0), ("send_receipt", "default", 1, 1)]
+    later = queue.outcome_sums(t + 1, t + 2)  # both ends in: the first second left out
+    assert later.per_second == [(t + 2, 1, 1)]
+    assert later.per_key == [("build_report", "reports", 1, 0), ("send_receipt", "default", 0, 1)]
+    assert queue.outcome_sums(t, t + 1).per_key == [("send_receipt", "default", 1, 0)]  # until
+    assert queue.outcome_sums(t + 3, t + 9) == OutcomeSums(per_second=[], per_key=[])
 
 
 def test_snapshot_refuses_a_queue_without_the_overview_reads_and_bad_numbers(queue: Queue) -> None:

@@ -196,6 +196,23 @@ def outcome_key(job: Job) -> OutcomeKey:
     return (job.type, job.queue)
 
 
+@dataclass(frozen=True)
+class OutcomeSums:
+    """The acked and failed attempts of a span of seconds, added up two ways: a chart's and a table's.
+
+    Attributes:
+        per_second: ``(second, done, failed)`` for each one-second bucket with an outcome,
+            every job type and queue together, oldest first (seconds since the epoch on the
+            queue's clock, rounded down).
+        per_key: ``(job type, queue, done, failed)`` for each :data:`OutcomeKey` with an
+            outcome in the span, sorted by type and queue; outcomes counted before they were
+            counted by type and queue come under :data:`UNKNOWN`.
+    """
+
+    per_second: list[tuple[int, int, int]]
+    per_key: list[tuple[str, str, int, int]]
+
+
 class OutcomeLog:
     """Counts of acked and failed attempts per one-second bucket and per job type and queue, for the last day.
 
@@ -224,6 +241,23 @@ class OutcomeLog:
             (second, *key, done, failed)
             for second, keys in self._buckets.items()
             for key, (done, failed) in keys.items()
+        )
+
+    def sums(self, since: int, until: int) -> OutcomeSums:
+        """The counts of the seconds ``since`` to ``until`` (both in), added up by second and by key."""
+        per_second = []
+        per_key: dict[OutcomeKey, list[int]] = {}
+        for second, keys in sorted(self._buckets.items()):
+            if since <= second <= until:
+                per_second.append(
+                    (second, sum(ok for ok, _ in keys.values()), sum(bad for _, bad in keys.values()))
+                )
+                for key, (ok, bad) in keys.items():
+                    counts = per_key.setdefault(key, [0, 0])
+                    counts[0] += ok
+                    counts[1] += bad
+        return OutcomeSums(
+            per_second=per_second, per_key=[(*key, ok, bad) for key, (ok, bad) in sorted(per_key.items())]
         )
 
     def clear(self) -> None:

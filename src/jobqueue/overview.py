@@ -253,7 +253,7 @@ def snapshot(
     if not isinstance(queue, ShowsOverview):
         raise InvalidSettingError(
             f"a {type(queue).__name__} cannot show an overview: it lacks census, leased_jobs,"
-            " newest_dead_letters and outcomes_since"
+            " newest_dead_letters and outcome_sums"
             " (jobqueue.backends.contract.ShowsOverview)"
         )
     check_positive_seconds("chart_s", chart_s)
@@ -265,10 +265,10 @@ def snapshot(
     now = census.at
     bins = int(chart_s // bin_s)
     first = bucket(now) + 1 - bins * bin_s  # the bins end with the current second
-    counted = queue.outcomes_since(bucket(first))
-    rates = bin_outcomes(_per_second(counted), start=first, bin_s=bin_s, bins=bins)
     # the seconds the bins hold: from the first whole second in the first bin to the current one
-    outcomes = outcomes_by_key(counted, since=math.ceil(first), until=bucket(now))
+    sums = queue.outcome_sums(math.ceil(first), bucket(now))
+    rates = bin_outcomes(sums.per_second, start=first, bin_s=bin_s, bins=bins)
+    outcomes = sums.per_key
     return Snapshot(
         at=now,
         where=where,
@@ -299,32 +299,6 @@ def bin_outcomes(
     return tuple(
         Rate(start=start + i * bin_s, width_s=bin_s, done=done[i], failed=failed[i]) for i in range(bins)
     )
-
-
-def _per_second(counted: Iterable[tuple[int, str, str, int, int]]) -> list[tuple[int, int, int]]:
-    """``(second, done, failed)`` of every key together, per second, oldest first."""
-    added: dict[int, tuple[int, int]] = {}
-    for second, _, _, done, failed in counted:
-        before = added.get(second, (0, 0))
-        added[second] = (before[0] + done, before[1] + failed)
-    return [(second, done, failed) for second, (done, failed) in sorted(added.items())]
-
-
-def outcomes_by_key(
-    counted: Iterable[tuple[int, str, str, int, int]], *, since: int, until: int
-) -> list[tuple[str, str, int, int]]:
-    """``(job type, queue, done, failed)`` of the rows ``counted``, added up from ``since`` to ``until``.
-
-    ``counted`` as :meth:`~jobqueue.backends.contract.ShowsOverview.outcomes_since` gives
-    them; ``since`` and ``until`` are seconds, both in. One entry per key with an outcome
-    then, sorted by type and queue.
-    """
-    added: dict[tuple[str, str], tuple[int, int]] = {}
-    for second, kind, queue, done, failed in counted:
-        if since <= second <= until:
-            before = added.get((kind, queue), (0, 0))
-            added[kind, queue] = (before[0] + done, before[1] + failed)
-    return [(kind, queue, done, failed) for (kind, queue), (done, failed) in sorted(added.items())]
 
 
 def _rows(counts: Mapping[str, StateCounts], outcomes: Iterable[tuple[str, int, int]]) -> tuple[Row, ...]:

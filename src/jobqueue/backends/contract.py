@@ -37,7 +37,7 @@ from jobqueue.job import (
     check_positive_seconds,
     check_queue_name,
 )
-from jobqueue.metrics import DEFAULT_WINDOW_S, QueueMetrics
+from jobqueue.metrics import DEFAULT_WINDOW_S, OutcomeSums, QueueMetrics
 
 P = TypeVar("P")
 
@@ -463,13 +463,11 @@ class ShowsOverview(Protocol):
     def newest_dead_letters(self, limit: int) -> list[DeadLetter]:
         """Up to ``limit`` dead letters, the latest death first."""
 
-    def outcomes_since(self, since: int) -> list[tuple[int, str, str, int, int]]:
-        """``(second, job type, queue, done, failed)`` from the second ``since`` on, sorted.
+    def outcome_sums(self, since: int, until: int) -> OutcomeSums:
+        """The outcomes of the seconds ``since`` to ``until`` (both in), by second and by key.
 
-        One row per one-second bucket and key with an outcome in it, oldest second first;
-        the dashboard adds them up by second (its chart) and by key (its tables). Outcomes
-        stored before they were counted by type and queue come under type and queue ``""``
-        (:data:`jobqueue.metrics.UNKNOWN`).
+        See :class:`~jobqueue.metrics.OutcomeSums`: the dashboard's chart reads the first,
+        its tables the second.
         """
 
 

@@ -477,5 +477,14 @@ SELECT {job_columns} FROM jobqueue_jobs WHERE leased_until > $now ORDER BY lease
 -- name: newest_dead_letters
 SELECT {dead_columns} FROM jobqueue_dead ORDER BY died_at DESC, id DESC LIMIT $limit;
 
--- name: outcomes_since
-SELECT second, type, queue, done, failed FROM jobqueue_outcomes WHERE second >= $since;
+-- name: outcome_sums
+-- The dashboard's two sums of one span in one statement: by second (type and queue NULL),
+-- then by type and queue (second NULL). Timed alone: on the few rows of
+-- benchmarks/dashboard_refresh.py, 1.3 ms where the two statements it replaces took 0.9 +
+-- 1.2 ms; on 600 seconds of 20 keys each, 1.9 ms against 3.2 ms. (Reading the rows as they
+-- are and adding them up in Python took 0.5 ms on the first and 9.4 ms on the second.)
+SELECT second, NULL, NULL, sum(done), sum(failed) FROM jobqueue_outcomes
+WHERE second BETWEEN $since AND $until GROUP BY second
+UNION ALL
+SELECT NULL, type, queue, sum(done), sum(failed) FROM jobqueue_outcomes
+WHERE second BETWEEN $since AND $until GROUP BY type, queue;

@@ -65,7 +65,15 @@ from jobqueue.job import (
     check_queue_name,
     check_retry,
 )
-from jobqueue.metrics import DEFAULT_WINDOW_S, OutcomeLog, QueueMetrics, check_window, measure, outcome_key
+from jobqueue.metrics import (
+    DEFAULT_WINDOW_S,
+    OutcomeLog,
+    OutcomeSums,
+    QueueMetrics,
+    check_window,
+    measure,
+    outcome_key,
+)
 
 P = TypeVar("P")
 _Entry = TypeVar("_Entry", tuple[float, int, str], tuple[int, float, int, str])
@@ -894,6 +902,6 @@ class JobQueue:
         check_count("limit", limit)
         return heapq.nlargest(limit, self._dead.values(), key=lambda dead: (dead.died_at, dead.job.id))
 
-    def outcomes_since(self, since: int) -> list[tuple[int, str, str, int, int]]:
-        """``(second, job type, queue, done, failed)`` from the second ``since`` on, sorted."""
-        return [row for row in self._outcomes.rows() if row[0] >= since]
+    def outcome_sums(self, since: int, until: int) -> OutcomeSums:
+        """The outcomes of the seconds ``since`` to ``until`` (both in), by second and by key."""
+        return self._outcomes.sums(since, until)

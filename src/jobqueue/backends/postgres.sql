@@ -892,10 +892,18 @@ ORDER BY leased_until, id LIMIT %(limit)s;
 SELECT {dead_columns} FROM jobqueue_jobs WHERE died_at IS NOT NULL ORDER BY died_at DESC, id DESC
 LIMIT %(limit)s;
 
--- name: outcomes_since
-SELECT second, type, queue, done, failed FROM jobqueue_outcomes_by_key WHERE second >= %(since)s
-UNION ALL  -- counted before migration 10, or by an older worker: under no type or queue
-SELECT second, '', '', done, failed FROM jobqueue_outcomes WHERE second >= %(since)s;
+-- name: outcome_sums
+-- The dashboard's two sums of one span in one statement: by second (type and queue NULL),
+-- then by type and queue (second NULL).
+WITH counted AS (
+    SELECT second, type, queue, done, failed FROM jobqueue_outcomes_by_key
+    WHERE second BETWEEN %(since)s AND %(until)s
+    UNION ALL  -- counted before migration 10, or by an older worker: under no type or queue
+    SELECT second, '', '', done, failed FROM jobqueue_outcomes WHERE second BETWEEN %(since)s AND %(until)s
+)
+SELECT second, NULL::text, NULL::text, sum(done), sum(failed) FROM counted GROUP BY second
+UNION ALL
+SELECT NULL::bigint, type, queue, sum(done), sum(failed) FROM counted GROUP BY type, queue;
 
 -- name: cleanup_held_back
 -- What holds back vacuum on the queue's table (jobqueue.cleanup): the table's dead and live

@@ -53,6 +53,7 @@ from jobqueue.job import (
 )
 from jobqueue.metrics import (
     DEFAULT_WINDOW_S,
+    OutcomeSums,
     PendingOutcomes,
     QueueMetrics,
     bucket,
@@ -547,20 +548,27 @@ class SqlQueue(ABC):
         now = self.clock.now()
         return [read_dead(row, now) for row in rows]
 
-    def outcomes_since(self, since: int) -> list[tuple[int, str, str, int, int]]:
-        """``(second, job type, queue, done, failed)`` from the second ``since`` on, sorted.
+    def outcome_sums(self, since: int, until: int) -> OutcomeSums:
+        """The outcomes of the seconds ``since`` to ``until`` (both in), by second and by key.
 
         Every process's counts, each written within about a second of the outcome (this
-        process's are written first, so the last second is complete). Read as stored, one
-        statement, and sorted here: the dashboard adds them up two ways, and on DuckDB one
-        read of the rows took 0.45 ms where a read added up by second and another by key
-        took 0.87 + 1.15 ms (benchmarks/README.md, the session of 2026-12-03 18:59).
+        process's are written first, so the last second is complete). One statement adds
+        them up both ways (``outcome_sums`` in the backend's SQL).
         """
         self._outcomes.write(self.clock.now(), self._store_outcomes)
         with self._connection() as con:
-            rows = con.execute(self.sql["outcomes_since"], {"since": since}).fetchall()
-        return sorted(
-            (int(second), kind, queue, int(done), int(failed)) for second, kind, queue, done, failed in rows
+            rows = con.execute(self.sql["outcome_sums"], {"since": since, "until": until}).fetchall()
+        return OutcomeSums(
+            per_second=sorted(
+                (int(second), int(done), int(failed))
+                for second, _, _, done, failed in rows
+                if second is not None
+            ),
+            per_key=sorted(
+                (kind, queue, int(done), int(failed))
+                for second, kind, queue, done, failed in rows
+                if second is None
+            ),
         )
 
     # -- internals ---------------------------------------------------------------------
