@@ -814,3 +814,11 @@ def test_job_ids_are_stored_uncompressed_so_an_ack_commits_in_the_same_time_at_a
         ).fetchall()
         assert kinds == [("Uncompressed",)]
         assert queue.ack_many(queue.claim_many(100)) == []
+
+
+def test_the_queue_file_runs_each_statement_on_one_thread(tmp_path: Path) -> None:
+    from jobqueue.backends.duckdb import QUERY_THREADS
+
+    with DurableQueue(tmp_path / "q.db") as queue:
+        [(threads,)] = queue._con.execute("SELECT current_setting('threads')").fetchall()
+    assert int(threads) == QUERY_THREADS == 1

@@ -785,6 +785,16 @@ def _let_go(key: str, mark: object) -> None:
             del _open_files[key]
 
 
+QUERY_THREADS = 1
+"""Threads DuckDB may use for one statement of the queue's. The queue's statements are small
+(a batch of jobs through the primary key, a few rows of outcomes), and handing one out to
+a pool of threads cost more than it gave on the course's 2-core machine: with DuckDB's
+default of one thread per core, an enqueue of one job ran 4-11 % slower, ``claim_many(100)``
++ ``ack_many`` 11-16 % slower, a ``Runner`` drain 10-12 % slower, and a dashboard refresh
+0.6-1.5 ms of 11-12 ms slower (benchmarks/README.md, the session of 2026-12-03 18:59). The
+census, the one read of every job, took as long either way at 100,000 jobs."""
+
+
 def _open(path: str) -> duckdb.DuckDBPyConnection:
     """Connect to the queue file, refusing a file that is not a DuckDB database before DuckDB reads it."""
     file = Path(path)
@@ -796,7 +806,7 @@ def _open(path: str) -> duckdb.DuckDBPyConnection:
         if head[8:12] != _DUCKDB_MAGIC:
             raise QueueFileError(f"{path!r} is not a DuckDB database file, so not a queue file")
     try:
-        return db.connect(path)
+        con = db.connect(path)
     except duckdb.IOException as exc:
         if "lock" not in str(exc).lower():
             raise QueueFileError(f"cannot open queue file {path!r}: {exc}") from exc
@@ -807,6 +817,8 @@ def _open(path: str) -> duckdb.DuckDBPyConnection:
         ) from exc
     except duckdb.Error as exc:  # "Corrupt database file: ..." names no file
         raise QueueFileError(f"cannot open queue file {path!r}, it is damaged: {exc}") from exc
+    con.execute(f"SET threads = {QUERY_THREADS}")
+    return con
 
 
 _FRESH_ID = re.compile(r"job-([1-9][0-9]{0,17})")
