@@ -786,13 +786,16 @@ def _let_go(key: str, mark: object) -> None:
 
 
 QUERY_THREADS = 1
-"""Threads DuckDB may use for one statement of the queue's. The queue's statements are small
-(a batch of jobs through the primary key, a few rows of outcomes), and handing one out to
-a pool of threads cost more than it gave on the course's 2-core machine: with DuckDB's
-default of one thread per core, an enqueue of one job ran 4-11 % slower, ``claim_many(100)``
-+ ``ack_many`` 11-16 % slower, a ``Runner`` drain 10-12 % slower, and a dashboard refresh
-0.6-1.5 ms of 11-12 ms slower (benchmarks/README.md, the session of 2026-12-03 18:59). The
-census, the one read of every job, took as long either way at 100,000 jobs."""
+"""Threads DuckDB may use for a statement on the queue file. DuckDB keeps this setting for the
+whole database, so another connection this process opens to the same file runs with it too.
+The queue's statements are small (a batch of jobs through the primary key, a few rows of
+outcomes), and handing one out to a pool of threads cost more than it gave on the course's
+2-core machine. With DuckDB's default of one thread per core, taking turns with this
+setting, an enqueue of one job ran 4-5 % slower, ``claim_many(100)`` + ``ack_many`` 11-16 %
+slower, a ``Runner`` drain 10-12 % slower, and a dashboard refresh 0.6-1.5 ms of 11-12 ms
+slower (benchmarks/README.md, the session of 2026-12-03 18:59). The census, the one read of
+every job, took as long either way at 100,000 jobs (about one of DuckDB's row groups, which
+one thread reads anyway); a table of millions was not measured."""
 
 
 def _open(path: str) -> duckdb.DuckDBPyConnection:
